@@ -1,0 +1,59 @@
+/* The runner's configuration: an INI file (libinih) with environment
+ * overrides SANDRUN_<SECTION>_<KEY> (section dots and dashes as
+ * underscores, upper case). */
+#ifndef SR_CORE_CONF_H
+#define SR_CORE_CONF_H
+
+#include <stddef.h>
+
+typedef struct sr__config sr__config;
+
+sr__config *sr__config_new(void);
+void sr__config_free(sr__config *c);
+
+/* Parse path. A missing file is SR_ENOTFOUND (the caller decides whether
+ * that is an error); a syntax error or an invalid [runner] value is
+ * SR_EINVAL after one log line naming file, line, key and value. */
+int sr__config_load(sr__config *c, const char *path);
+const char *sr__config_path(const sr__config *c);
+
+/* The value of section/key: the environment override when set, else the
+ * file's, else NULL. Borrowed. */
+const char *sr__config_get(const sr__config *c, const char *section,
+			   const char *key);
+/* Where section/key came from: "FILE:LINE", "environment NAME" or
+ * "default". Writes into buf. */
+const char *sr__config_origin(const sr__config *c, const char *section,
+			      const char *key, char *buf, size_t n);
+/* Log "ORIGIN: [section] key 'key': invalid value 'value': why"; returns
+ * SR_EINVAL. */
+int sr__config_invalid(const sr__config *c, const char *section,
+		       const char *key, const char *why);
+/* Warn once per key of section that is not in known (NULL-terminated).
+ * Returns how many were unknown. */
+int sr__config_warn_unknown(const sr__config *c, const char *section,
+			    const char *const *known);
+/* Warn about sections that are neither [runner] nor KIND.NAME for a
+ * loaded plugin; is_known(section, ud) decides. */
+int sr__config_warn_sections(const sr__config *c,
+			     int (*is_known)(const char *section, void *ud),
+			     void *ud);
+
+/* "SANDRUN_PROVIDER_LOCAL_ROOT" for ("provider.local", "root"); malloc'd. */
+char *sr__config_env_name(const char *section, const char *key);
+
+/* Parsed [runner] values with their defaults. */
+typedef struct sr__runner_conf {
+	const char *provider;   /* default "local" */
+	const char *tunnel;     /* NULL: none */
+	const char *harnesses;  /* comma-separated, default none */
+	const char *plugin_dir; /* colon-separated */
+	const char *state_dir;
+	int log_level;
+} sr__runner_conf;
+
+/* Fill rc from [runner], validating each value (SR_EINVAL on the first
+ * invalid one, logged). */
+int sr__config_runner(const sr__config *c, sr__runner_conf *rc);
+
+#endif

@@ -1,0 +1,163 @@
+/* The runner context: configuration, plugins, state directory. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/ctx.h"
+#include "core/host.h"
+#include "core/http.h"
+#include "core/log.h"
+
+static const char *const status_text[] = {
+	"success",
+	"invalid argument",
+	"out of memory",
+	"operation not supported",
+	"not found",
+	"already exists",
+	"input/output error",
+	"timed out",
+	"cancelled",
+	"connection refused",
+	"too big",
+	"protocol error",
+	"not possible in this state",
+	"not permitted",
+	"network error",
+	"HTTP error",
+};
+
+const char *sr__strerror(int status)
+{
+	if (status <= 0 && -status < (int)(sizeof(status_text) / sizeof(*status_text)))
+		return status_text[-status];
+	return "unknown error";
+}
+
+int sr__mkdirs(const char *path, unsigned mode)
+{
+	char buf[4096];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return SR_EINVAL;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, mode) != 0 && errno != EEXIST)
+			return SR_EIO;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) != 0 && errno != EEXIST)
+		return SR_EIO;
+	return SR_OK;
+}
+
+const char *sr__ctx_state_dir(sr__ctx *ctx)
+{
+	if (ctx->state_dir)
+		return ctx->state_dir;
+	if (sr__mkdirs(ctx->rc.state_dir, 0700) != SR_OK) {
+		sr__log(SR_LOG_ERROR, "runner", "cannot create state directory %s: %s",
+			ctx->rc.state_dir, strerror(errno));
+		return NULL;
+	}
+	chmod(ctx->rc.state_dir, 0700);
+	ctx->state_dir = strdup(ctx->rc.state_dir);
+	return ctx->state_dir;
+}
+
+static int section_known(const char *section, void *ud)
+{
+	sr__ctx *ctx = ud;
+
+	for (size_t i = 0; i < ctx->reg->n; i++)
+		if (strcmp(ctx->reg->plugins[i]->section, section) == 0)
+			return 1;
+	return 0;
+}
+
+int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
+{
+	const char *path = config_path ? config_path : SR_SYSCONFDIR "/sandrun/sandrun.conf";
+	const char *extra;
+	int rc;
+
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->loop = loop;
+	ctx->config = sr__config_new();
+	ctx->reg = sr__registry_new();
+	if (!ctx->config || !ctx->reg)
+		return SR_ENOMEM;
+	rc = sr__config_load(ctx->config, path);
+	if (rc == SR_ENOTFOUND && !config_path)
+		rc = SR_OK; /* no file: the built-in defaults */
+	else if (rc == SR_ENOTFOUND || rc == SR_EIO)
+		sr__log(SR_LOG_ERROR, "config", "%s: cannot read: %s", path,
+			strerror(errno));
+	if (rc != SR_OK)
+		return rc;
+	rc = sr__config_runner(ctx->config, &ctx->rc);
+	if (rc != SR_OK)
+		return rc;
+	sr__log_set_level(ctx->rc.log_level);
+	/* Development and tests: SANDRUN_PLUGIN_PATH comes first, so an
+	 * uninstalled plugin wins over an installed one of the same name. */
+	extra = getenv("SANDRUN_PLUGIN_PATH");
+	if (extra && *extra)
+		sr__registry_scan(ctx->reg, extra);
+	sr__registry_scan(ctx->reg, ctx->rc.plugin_dir);
+	sr__config_warn_sections(ctx->config, section_known, ctx);
+	for (size_t i = 0; i < ctx->reg->n; i++) {
+		sr__plugin *p = ctx->reg->plugins[i];
+		if (p->desc->config_keys)
+			sr__config_warn_unknown(ctx->config, p->section,
+						p->desc->config_keys);
+	}
+	return SR_OK;
+}
+
+int sr__plugin_start(sr__ctx *ctx, sr__plugin *p)
+{
+	if (p->started)
+		return p->started > 0 ? SR_OK : p->started;
+	p->host = sr__host_new(ctx, p);
+	if (!p->host)
+		return SR_ENOMEM;
+	p->started = p->desc->init(&p->host->pub, &p->self);
+	if (p->started == SR_OK)
+		p->started = 1;
+	else if (p->started > 0)
+		p->started = SR_EIO;
+	return p->started > 0 ? SR_OK : p->started;
+}
+
+void sr__plugin_stop(sr__plugin *p)
+{
+	if (p->started > 0 && p->desc->fini)
+		p->desc->fini(p->self);
+	p->started = 0;
+	p->self = NULL;
+	sr__host_free(p->host);
+	p->host = NULL;
+}
+
+void sr__ctx_cleanup(sr__ctx *ctx)
+{
+	sr__registry_free(ctx->reg);
+	if (ctx->http)
+		sr__http_free(ctx->http);
+	if (ctx->loop) {
+		/* Let close callbacks run (curl handles, timers, processes). */
+		uv_run(ctx->loop, UV_RUN_NOWAIT);
+	}
+	sr__config_free(ctx->config);
+	free(ctx->state_dir);
+	memset(ctx, 0, sizeof(*ctx));
+}

@@ -1,0 +1,33 @@
+/* The runner's context: everything one process shares, owned by main. */
+#ifndef SR_CORE_CTX_H
+#define SR_CORE_CTX_H
+
+#include <uv.h>
+
+#include "core/conf.h"
+#include "core/loader.h"
+
+struct sr__http;
+
+typedef struct sr__ctx {
+	uv_loop_t *loop;
+	sr__config *config;
+	sr__runner_conf rc;
+	sr__registry *reg;
+	struct sr__http *http; /* created on first use */
+	char *state_dir;       /* created (0700) on first use */
+} sr__ctx;
+
+/* Load the configuration (path NULL: the default file, absent is fine),
+ * scan the plugin directories plus SANDRUN_PLUGIN_PATH, and warn about
+ * unknown sections and keys. Returns SR_EINVAL on a bad configuration. */
+int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path);
+void sr__ctx_cleanup(sr__ctx *ctx);
+/* The state directory, created with mode 0700; NULL after logging why. */
+const char *sr__ctx_state_dir(sr__ctx *ctx);
+/* mkdir -p with mode for each missing component. */
+int sr__mkdirs(const char *path, unsigned mode);
+
+const char *sr__strerror(int status);
+
+#endif

@@ -1,0 +1,446 @@
+/* libcurl multi on libuv: curl tells us which sockets to watch
+ * (CURLMOPT_SOCKETFUNCTION) and when to time out (CURLMOPT_TIMERFUNCTION);
+ * we watch them with uv_poll_t and one uv_timer_t, and feed readiness back
+ * with curl_multi_socket_action. Bodies are capped while they arrive. */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/http.h"
+
+#define DEFAULT_TIMEOUT_MS 30000
+#define DEFAULT_MAX_RESPONSE (4u << 20)
+
+struct sr__http {
+	uv_loop_t *loop;
+	CURLM *multi;
+	uv_timer_t timer;
+	sr_http_call *calls; /* running calls, for free */
+	int closing;
+};
+
+struct sr_http_call {
+	sr__http *http;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *body_copy;
+	char *buf;
+	size_t len, cap, max;
+	int too_big;
+	char *resp_headers; /* JSON object text built as headers arrive */
+	size_t rh_len, rh_cap;
+	sr_done_fn done;
+	void *ud;
+	char errbuf[CURL_ERROR_SIZE];
+	sr_http_call *next, *prev;
+};
+
+typedef struct sock_ctx {
+	uv_poll_t poll;
+	curl_socket_t fd;
+	sr__http *http;
+} sock_ctx;
+
+static void check_done(sr__http *h);
+
+static int ensure(char **buf, size_t *cap, size_t need)
+{
+	size_t cap2;
+	char *grown;
+
+	if (need <= *cap)
+		return 0;
+	cap2 = *cap ? *cap : 1024;
+	while (cap2 < need)
+		cap2 *= 2;
+	grown = realloc(*buf, cap2);
+	if (!grown)
+		return -1;
+	*buf = grown;
+	*cap = cap2;
+	return 0;
+}
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	sr_http_call *c = ud;
+	size_t n = size * nmemb;
+
+	if (c->len + n > c->max) {
+		c->too_big = 1;
+		return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+	}
+	if (ensure(&c->buf, &c->cap, c->len + n + 1) != 0)
+		return 0;
+	memcpy(c->buf + c->len, ptr, n);
+	c->len += n;
+	c->buf[c->len] = 0;
+	return n;
+}
+
+/* Append "name": "value" to the headers JSON, JSON-escaping both. */
+static void json_escape_append(sr_http_call *c, const char *s, size_t n,
+			       int lower)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		char tmp[8];
+		size_t tl;
+		if (ch == '"' || ch == '\\') {
+			tmp[0] = '\\';
+			tmp[1] = (char)ch;
+			tl = 2;
+		} else if (ch < 0x20) {
+			tl = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", ch);
+		} else {
+			tmp[0] = (char)(lower && ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+			tl = 1;
+		}
+		if (ensure(&c->resp_headers, &c->rh_cap, c->rh_len + tl + 4) != 0)
+			return;
+		memcpy(c->resp_headers + c->rh_len, tmp, tl);
+		c->rh_len += tl;
+	}
+}
+
+static void rh_append(sr_http_call *c, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (ensure(&c->resp_headers, &c->rh_cap, c->rh_len + n + 4) != 0)
+		return;
+	memcpy(c->resp_headers + c->rh_len, s, n);
+	c->rh_len += n;
+	c->resp_headers[c->rh_len] = 0;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	sr_http_call *c = ud;
+	size_t n = size * nmemb, k, v, e;
+
+	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+		c->rh_len = 0; /* a new response (after 100 or a redirect) */
+		return n;
+	}
+	for (k = 0; k < n && ptr[k] != ':'; k++)
+		;
+	if (k == 0 || k == n)
+		return n;
+	for (v = k + 1; v < n && (ptr[v] == ' ' || ptr[v] == '\t'); v++)
+		;
+	for (e = n; e > v && (ptr[e - 1] == '\r' || ptr[e - 1] == '\n' ||
+			      ptr[e - 1] == ' '); e--)
+		;
+	rh_append(c, c->rh_len ? ",\"" : "\"");
+	json_escape_append(c, ptr, k, 1);
+	rh_append(c, "\":\"");
+	json_escape_append(c, ptr + v, e - v, 0);
+	rh_append(c, "\"");
+	return n;
+}
+
+static void unlink_call(sr_http_call *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->http->calls = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+}
+
+static void finish(sr_http_call *c, int status, const char *message)
+{
+	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
+	char json[64 + 1];
+	char *js = NULL;
+	long code = 0;
+
+	unlink_call(c);
+	curl_multi_remove_handle(c->http->multi, c->easy);
+	if (status == SR_OK) {
+		size_t n;
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
+		n = c->rh_len + 64;
+		js = malloc(n);
+		if (js) {
+			snprintf(js, n, "{\"status\":%ld,\"headers\":{%.*s}}",
+				 code, (int)c->rh_len,
+				 c->resp_headers ? c->resp_headers : "");
+			r.json = js;
+		} else {
+			snprintf(json, sizeof(json), "{\"status\":%ld,\"headers\":{}}",
+				 code);
+			r.json = json;
+		}
+		r.data = c->buf ? c->buf : "";
+		r.len = c->len;
+	}
+	c->done(c->ud, &r);
+	free(js);
+	curl_easy_cleanup(c->easy);
+	curl_slist_free_all(c->headers);
+	free(c->body_copy);
+	free(c->buf);
+	free(c->resp_headers);
+	free(c);
+}
+
+static int map_curl_error(sr_http_call *c, CURLcode rc)
+{
+	if (c->too_big)
+		return SR_ETOOBIG;
+	switch (rc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return SR_ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT:
+		return SR_ECONNREFUSED;
+	case CURLE_OUT_OF_MEMORY:
+		return SR_ENOMEM;
+	case CURLE_FILESIZE_EXCEEDED:
+		return SR_ETOOBIG;
+	default:
+		return SR_ENETWORK;
+	}
+}
+
+static void check_done(sr__http *h)
+{
+	CURLMsg *m;
+	int left;
+
+	while ((m = curl_multi_info_read(h->multi, &left))) {
+		sr_http_call *c;
+		char msg[CURL_ERROR_SIZE + 160];
+		const char *url = NULL;
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+		if (m->data.result == CURLE_OK) {
+			finish(c, SR_OK, NULL);
+			continue;
+		}
+		curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &url);
+		if (m->data.result == CURLE_FILESIZE_EXCEEDED)
+			c->too_big = 1; /* announced by Content-Length */
+		if (c->too_big)
+			snprintf(msg, sizeof(msg),
+				 "%s: response body over %zu bytes", url ? url : "",
+				 c->max);
+		else
+			snprintf(msg, sizeof(msg), "%s: %s", url ? url : "",
+				 c->errbuf[0] ? c->errbuf :
+					       curl_easy_strerror(m->data.result));
+		finish(c, map_curl_error(c, m->data.result), msg);
+	}
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+	sock_ctx *s = p->data;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (events & UV_READABLE)
+		flags |= CURL_CSELECT_IN;
+	if (events & UV_WRITABLE)
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(s->http->multi, s->fd, flags, &running);
+	check_done(s->http);
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp,
+		     void *socketp)
+{
+	sr__http *h = userp;
+	sock_ctx *s = socketp;
+	int events = 0;
+
+	if (what == CURL_POLL_REMOVE) {
+		if (s) {
+			uv_poll_stop(&s->poll);
+			uv_close((uv_handle_t *)&s->poll, on_poll_closed);
+			curl_multi_assign(h->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -1;
+		s->fd = fd;
+		s->http = h;
+		if (uv_poll_init_socket(h->loop, &s->poll, fd) != 0) {
+			free(s);
+			return -1;
+		}
+		s->poll.data = s;
+		curl_multi_assign(h->multi, fd, s);
+	}
+	if (what & CURL_POLL_IN)
+		events |= UV_READABLE;
+	if (what & CURL_POLL_OUT)
+		events |= UV_WRITABLE;
+	uv_poll_start(&s->poll, events, on_poll);
+	return 0;
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	sr__http *h = t->data;
+	int running;
+
+	curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(h);
+}
+
+static int on_timer(CURLM *multi, long ms, void *userp)
+{
+	sr__http *h = userp;
+
+	if (ms < 0)
+		uv_timer_stop(&h->timer);
+	else
+		uv_timer_start(&h->timer, on_timeout, (uint64_t)ms, 0);
+	return 0;
+}
+
+sr__http *sr__http_new(uv_loop_t *loop)
+{
+	static int global_init;
+	sr__http *h;
+
+	if (!global_init++)
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->loop = loop;
+	h->multi = curl_multi_init();
+	if (!h->multi) {
+		free(h);
+		return NULL;
+	}
+	uv_timer_init(loop, &h->timer);
+	h->timer.data = h;
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+	return h;
+}
+
+static void on_timer_closed(uv_handle_t *t)
+{
+	sr__http *h = t->data;
+
+	curl_multi_cleanup(h->multi);
+	free(h);
+}
+
+void sr__http_free(sr__http *h)
+{
+	if (!h)
+		return;
+	while (h->calls)
+		sr__http_cancel(h->calls);
+	uv_timer_stop(&h->timer);
+	uv_close((uv_handle_t *)&h->timer, on_timer_closed);
+}
+
+void sr__http_cancel(sr_http_call *c)
+{
+	if (c)
+		finish(c, SR_ECANCELED, "request cancelled");
+}
+
+static void fail_now(sr_done_fn done, void *ud, int status, const char *msg)
+{
+	sr_result r = { sizeof(r), status, msg, NULL, NULL, 0 };
+
+	done(ud, &r);
+}
+
+sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
+			       sr_done_fn done, void *ud)
+{
+	sr_http_call *c;
+	const char *method = req->method ? req->method : "GET";
+
+	if (!req->url || (strncmp(req->url, "http://", 7) != 0 &&
+			  strncmp(req->url, "https://", 8) != 0)) {
+		fail_now(done, ud, SR_EINVAL, "only http:// and https:// URLs are supported");
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->easy = curl_easy_init())) {
+		free(c);
+		fail_now(done, ud, SR_ENOMEM, "out of memory");
+		return NULL;
+	}
+	c->http = h;
+	c->done = done;
+	c->ud = ud;
+	c->max = req->max_response ? req->max_response : DEFAULT_MAX_RESPONSE;
+	for (size_t i = 0; i < req->n_headers; i++) {
+		size_t n = strlen(req->headers[i].name) +
+			   strlen(req->headers[i].value) + 3;
+		char *line = malloc(n);
+		if (!line)
+			continue;
+		snprintf(line, n, "%s: %s", req->headers[i].name,
+			 req->headers[i].value);
+		c->headers = curl_slist_append(c->headers, line);
+		free(line);
+	}
+	/* No "Expect: 100-continue" round trip for large bodies. */
+	c->headers = curl_slist_append(c->headers, "Expect:");
+	curl_easy_setopt(c->easy, CURLOPT_URL, req->url);
+	curl_easy_setopt(c->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
+	curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
+	curl_easy_setopt(c->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c->easy, CURLOPT_HEADERDATA, c);
+	curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
+	curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS,
+			 (long)(req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS));
+	curl_easy_setopt(c->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max);
+	curl_easy_setopt(c->easy, CURLOPT_USERAGENT, "sandrun/" PACKAGE_VERSION);
+	if (strcmp(method, "GET") != 0)
+		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
+	if (req->body || strcmp(method, "POST") == 0 ||
+	    strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0) {
+		c->body_copy = malloc(req->body_len + 1);
+		if (!c->body_copy) {
+			curl_easy_cleanup(c->easy);
+			curl_slist_free_all(c->headers);
+			free(c);
+			fail_now(done, ud, SR_ENOMEM, "out of memory");
+			return NULL;
+		}
+		if (req->body_len)
+			memcpy(c->body_copy, req->body, req->body_len);
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)req->body_len);
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);
+	}
+	c->next = h->calls;
+	if (h->calls)
+		h->calls->prev = c;
+	h->calls = c;
+	curl_multi_add_handle(h->multi, c->easy);
+	return c;
+}

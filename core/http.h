@@ -1,0 +1,22 @@
+/* Asynchronous HTTP client: libcurl multi driven by the libuv loop. */
+#ifndef SR_CORE_HTTP_H
+#define SR_CORE_HTTP_H
+
+#include <uv.h>
+
+#include "sandrun/plugin.h"
+
+typedef struct sr__http sr__http;
+
+sr__http *sr__http_new(uv_loop_t *loop);
+/* Cancels every call still running (their done runs with SR_ECANCELED),
+ * then frees the client once its handles are closed. */
+void sr__http_free(sr__http *h);
+
+/* Start a request; see sr_host.http_request. Returns NULL (and runs done
+ * with the error before returning) when it cannot start. */
+sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
+			       sr_done_fn done, void *ud);
+void sr__http_cancel(sr_http_call *call);
+
+#endif

@@ -1,0 +1,31 @@
+/* Logging with secret redaction. */
+#ifndef SR_CORE_LOG_H
+#define SR_CORE_LOG_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "sandrun/plugin.h"
+
+/* Lines at or below this level are written (default SR_LOG_INFO). */
+void sr__log_set_level(int level);
+int sr__log_level(void);
+/* Parse "error", "warn", "info" or "debug"; -1 when unknown. */
+int sr__log_parse_level(const char *s);
+/* Redirect output (tests); NULL restores stderr. Borrowed. */
+void sr__log_set_stream(void *file);
+
+void sr__log(int level, const char *who, const char *fmt, ...)
+	SR_PRINTF(3, 4);
+void sr__logv(int level, const char *who, const char *fmt, va_list ap);
+
+/* Remember a secret value (copied) so that no log line shows it. Values
+ * shorter than 4 bytes are ignored: redacting them would garble text. */
+void sr__secret_register(const char *value);
+/* Replace every registered secret in s (in place) with "[REDACTED]";
+ * returns a malloc'd string the caller frees. */
+char *sr__redact(const char *s);
+/* Wipe and forget every secret. */
+void sr__secrets_clear(void);
+
+#endif

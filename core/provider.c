@@ -1,0 +1,154 @@
+/* Checked calls into provider plugins. */
+#include "config.h"
+
+#include "core/log.h"
+#include "core/provider.h"
+
+static int unsupported(sr__plugin *p, const char *op, sr_done_fn done,
+		       void *ud)
+{
+	char msg[160];
+	sr_result r = { sizeof(r), SR_EUNSUPPORTED, msg, NULL, NULL, 0 };
+
+	sr__unsupported(p, op, msg, sizeof(msg));
+	if (done)
+		done(ud, &r);
+	return SR_EUNSUPPORTED;
+}
+
+static int unsupported_sync(sr__plugin *p, const char *op)
+{
+	char msg[160];
+
+	sr__unsupported(p, op, msg, sizeof(msg));
+	sr__log(SR_LOG_ERROR, p->section, "%s", msg);
+	return SR_EUNSUPPORTED;
+}
+
+#define OP(slot) SR__OP(p, sr_provider_ops, slot)
+#define ASYNC(slot, ...)                                                  \
+	do {                                                              \
+		if (!OP(slot))                                            \
+			return unsupported(p, #slot, done, ud);           \
+		return OP(slot)(p->self, __VA_ARGS__);                    \
+	} while (0)
+#define SYNC(slot, ...)                                                   \
+	do {                                                              \
+		if (!OP(slot))                                            \
+			return unsupported_sync(p, #slot);                \
+		return OP(slot)(p->self, __VA_ARGS__);                    \
+	} while (0)
+
+uint64_t sr__next_req(void)
+{
+	static uint64_t next;
+
+	return ++next;
+}
+
+uint32_t sr__provider_capabilities(sr__plugin *p)
+{
+	return OP(capabilities) ? OP(capabilities)(p->self) : 0;
+}
+
+int sr__provider_create(sr__plugin *p, uint64_t req,
+			const sr_sandbox_spec *spec, sr_done_fn done, void *ud)
+{
+	ASYNC(create, req, spec, done, ud);
+}
+
+int sr__provider_reconnect(sr__plugin *p, uint64_t req, const char *id,
+			   const sr_network_policy *policy, sr_done_fn done,
+			   void *ud)
+{
+	ASYNC(reconnect, req, id, policy, done, ud);
+}
+
+int sr__provider_park(sr__plugin *p, uint64_t req, const char *id, int mode,
+		      sr_done_fn done, void *ud)
+{
+	ASYNC(park, req, id, mode, done, ud);
+}
+
+int sr__provider_destroy(sr__plugin *p, uint64_t req, const char *id,
+			 sr_done_fn done, void *ud)
+{
+	ASYNC(destroy, req, id, done, ud);
+}
+
+int sr__provider_exec(sr__plugin *p, uint64_t req, const char *id,
+		      const sr_exec_spec *spec,
+		      const sr_channel_callbacks *cbs, void *ud)
+{
+	SYNC(exec, req, id, spec, cbs, ud);
+}
+
+int sr__provider_channel_write(sr__plugin *p, uint64_t req,
+			       const void *data, size_t len)
+{
+	SYNC(channel_write, req, data, len);
+}
+
+int sr__provider_channel_close_input(sr__plugin *p, uint64_t req)
+{
+	SYNC(channel_close_input, req);
+}
+
+int sr__provider_channel_signal(sr__plugin *p, uint64_t req, int signum)
+{
+	SYNC(channel_signal, req, signum);
+}
+
+int sr__provider_file_put(sr__plugin *p, uint64_t req, const char *id,
+			  const char *path, const void *data, size_t len,
+			  uint32_t mode, sr_done_fn done, void *ud)
+{
+	ASYNC(file_put, req, id, path, data, len, mode, done, ud);
+}
+
+int sr__provider_file_get(sr__plugin *p, uint64_t req, const char *id,
+			  const char *path, size_t max, sr_done_fn done,
+			  void *ud)
+{
+	ASYNC(file_get, req, id, path, max, done, ud);
+}
+
+int sr__provider_file_list(sr__plugin *p, uint64_t req, const char *id,
+			   const char *path, sr_done_fn done, void *ud)
+{
+	ASYNC(file_list, req, id, path, done, ud);
+}
+
+int sr__provider_file_rename(sr__plugin *p, uint64_t req, const char *id,
+			     const char *from, const char *to,
+			     sr_done_fn done, void *ud)
+{
+	ASYNC(file_rename, req, id, from, to, done, ud);
+}
+
+int sr__provider_file_remove(sr__plugin *p, uint64_t req, const char *id,
+			     const char *path, sr_done_fn done, void *ud)
+{
+	ASYNC(file_remove, req, id, path, done, ud);
+}
+
+int sr__provider_file_mkdir(sr__plugin *p, uint64_t req, const char *id,
+			    const char *path, uint32_t mode, sr_done_fn done,
+			    void *ud)
+{
+	ASYNC(file_mkdir, req, id, path, mode, done, ud);
+}
+
+int sr__provider_watch(sr__plugin *p, uint64_t req, const char *id,
+		       const char *path, sr_watch_fn on_event, void *ud,
+		       char *err, size_t errlen)
+{
+	if (!OP(watch))
+		return sr__unsupported(p, "watch", err, errlen);
+	return OP(watch)(p->self, req, id, path, on_event, ud);
+}
+
+int sr__provider_cancel(sr__plugin *p, uint64_t req)
+{
+	SYNC(cancel, req);
+}

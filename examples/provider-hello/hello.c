@@ -1,0 +1,117 @@
+/*
+ * provider-hello: the smallest third-party sandrun provider.
+ *
+ * It is built outside sandrun's tree with nothing but the installed
+ * header (pkg-config sandrun-plugin). Its "sandboxes" are records in the
+ * host's key-value area; it runs no processes. Everything it leaves out is
+ * reported by sandrun as "operation not supported".
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <sandrun/plugin.h>
+
+typedef struct hello {
+	const sr_host *host;
+	const char *greeting;
+} hello;
+
+static void reply(sr_done_fn done, void *ud, int status, const char *msg,
+		  const char *json)
+{
+	sr_result r = { sizeof(r), status, msg, json, NULL, 0 };
+
+	done(ud, &r);
+}
+
+static uint32_t h_capabilities(void *self)
+{
+	(void)self;
+	return 0;
+}
+
+static int h_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
+		    sr_done_fn done, void *ud)
+{
+	hello *h = self;
+	unsigned char rnd[4];
+	char id[32], json[128];
+
+	(void)req;
+	(void)spec;
+	h->host->random_bytes(h->host, rnd, sizeof(rnd));
+	snprintf(id, sizeof(id), "hello-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3]);
+	h->host->kv_put(h->host, id, h->greeting, strlen(h->greeting));
+	snprintf(json, sizeof(json), "{\"id\":\"%s\",\"workspace\":\"/\"}", id);
+	reply(done, ud, SR_OK, NULL, json);
+	return SR_OK;
+}
+
+static int h_destroy(void *self, uint64_t req, const char *id,
+		     sr_done_fn done, void *ud)
+{
+	hello *h = self;
+	int rc = h->host->kv_delete(h->host, id);
+
+	(void)req;
+	reply(done, ud, rc, rc ? "hello: no such sandbox" : NULL, NULL);
+	return rc;
+}
+
+static int h_doctor(void *self, sr_done_fn done, void *ud)
+{
+	hello *h = self;
+	char json[256];
+
+	snprintf(json, sizeof(json), "{\"ok\":true,\"detail\":\"%s\"}", h->greeting);
+	reply(done, ud, SR_OK, NULL, json);
+	return SR_OK;
+}
+
+static hello state;
+
+static int h_init(const sr_host *host, void **self)
+{
+	const char *g = host->config_get(host, "greeting");
+
+	state.host = host;
+	state.greeting = g ? g : "hello from a third-party plugin";
+	if (strchr(state.greeting, '"') || strchr(state.greeting, '\\'))
+		return host->config_invalid(host, "greeting",
+					    "no quotes or backslashes");
+	*self = &state;
+	return SR_OK;
+}
+
+/* Only the operations it has: the table is cut after destroy, so every
+ * later slot reads as unsupported. */
+static const sr_provider_ops ops = {
+	.size = (uint32_t)SR_TABLE_HAS(sr_provider_ops, destroy),
+	.capabilities = h_capabilities,
+	.create = h_create,
+	.destroy = h_destroy,
+};
+
+static const char *const keys[] = { "greeting", NULL };
+
+static const sr_plugin_descriptor descriptor = {
+	.abi_major = SR_ABI_MAJOR,
+	.abi_minor = SR_ABI_MINOR,
+	.size = sizeof(sr_plugin_descriptor),
+	.kind = SR_PLUGIN_PROVIDER,
+	.name = "hello",
+	.version = "1.0.0",
+	.description = "an example provider built out of tree",
+	.ops = &ops,
+	.config_keys = keys,
+	.init = h_init,
+	.fini = NULL,
+	.doctor = h_doctor,
+};
+
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void);
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void)
+{
+	return &descriptor;
+}

@@ -1,0 +1,68 @@
+#!/bin/sh
+# The sandrun command line: versions, plugin listing, doctor, config
+# errors, exec, exit codes.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+
+expect "--version exits 0" 0 "$S" --version
+grep_in "--version names the ABI" "$T/out" "plugin ABI 1.0"
+expect "--help exits 0" 0 "$S" --help
+grep_in "--help lists doctor" "$T/out" "doctor"
+expect "no command is a usage error" 2 "$S"
+expect "unknown command is a usage error" 2 "$S" frobnicate
+grep_in "unknown command is named" "$T/err" "unknown command 'frobnicate'"
+
+expect "plugins --json" 0 "$S" plugins --json
+grep_in "local provider listed" "$T/out" '"name": "local"'
+grep_in "its kind" "$T/out" '"kind": "provider"'
+grep_in "its path" "$T/out" '"path": ".*local.la"'
+
+# Broken plugins beside good ones: listed as rejected, each with a reason.
+SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
+	expect "plugins with broken ones" 0 "$S" plugins --json
+grep_in "next major rejected with both versions" "$T/out" \
+	'declares ABI 2.0; this sandrun accepts ABI major 1'
+grep_in "missing entry symbol rejected" "$T/out" "no entry symbol"
+SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
+	expect "doctor warns on rejected plugins" 0 "$S" doctor
+grep_in "one line names file, major and the core's" "$T/out" \
+	"bad_major.la: declares ABI 2.0; this sandrun accepts ABI major 1"
+SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
+	expect "other commands log each rejection once" 0 "$S" sandbox create
+test "$(grep -c 'bad_major.la: rejected: declares ABI 2.0' "$T/err")" -eq 1 &&
+	ok "rejection logged as one line" || fail "rejection logged as one line"
+
+expect "doctor passes" 0 "$S" doctor
+grep_in "doctor checks the provider" "$T/out" "\[ok  \] provider local"
+SANDRUN_RUNNER_PROVIDER=nosuch expect "doctor fails on a missing provider" 1 "$S" doctor
+grep_in "doctor names it" "$T/out" "no provider plugin 'nosuch'"
+
+printf '[runner]\nlog_level = loud\n' >"$T/bad.conf"
+expect "invalid value is a config error" 3 "$S" --config "$T/bad.conf" plugins
+grep_in "error names file line key value" "$T/err" \
+	"$T/bad.conf:2: \[runner\] key 'log_level': invalid value 'loud'"
+printf '[runner]\nprovidr = local\n' >"$T/typo.conf"
+expect "unknown key still runs" 0 "$S" --config "$T/typo.conf" plugins
+grep_in "unknown key warned" "$T/err" "typo.conf:2: \[runner\] unknown key 'providr' ignored"
+expect "missing --config file is a config error" 3 "$S" --config "$T/none.conf" plugins
+grep_in "missing file named" "$T/err" "none.conf: cannot read"
+expect "doctor fails on a missing --config file" 1 "$S" --config "$T/none.conf" doctor
+grep_in "doctor says the config failed" "$T/out" "FAIL.*config"
+
+before=$(ls "$T/state/plugins/provider.local/sandboxes" | wc -l)
+expect "exec propagates the exit code" 5 "$S" exec -- sh -c 'echo out; exit 5'
+grep_in "exec output" "$T/out" "^out$"
+test "$(ls "$T/state/plugins/provider.local/sandboxes" | wc -l)" -eq "$before" &&
+	ok "exec removed its sandbox" || fail "exec removed its sandbox"
+expect "exec without a command" 2 "$S" exec
+expect "exec of a missing program" 127 "$S" exec -- /nonexistent/prog
+printf 'from stdin\n' | expect "exec -i forwards stdin" 0 "$S" exec -i -- cat
+grep_in "stdin arrived" "$T/out" "from stdin"
+expect "bad --network value" 2 "$S" exec --network maybe -- true
+if command -v bwrap >/dev/null; then
+	expect "network off" 0 "$S" exec --network off -- cat /proc/net/dev
+	test "$(grep -c ':' "$T/out")" -eq 1 && ok "only loopback" || fail "only loopback"
+else
+	echo "skip - network off: bubblewrap not installed (.ci/run installs it)"
+fi
+finish

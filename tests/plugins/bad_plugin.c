@@ -1,0 +1,98 @@
+/* One source, many broken plugins: each -D builds a descriptor that breaks
+ * one loader rule (see loader_test.c). Without any, a valid tunnel. */
+#include <stddef.h>
+
+#include "sandrun/plugin.h"
+
+__attribute__((unused)) static int t_init(const sr_host *host, void **self)
+{
+	(void)host;
+	*self = NULL;
+	return SR_OK;
+}
+
+__attribute__((unused)) static int t_start(void *self, uint64_t req, sr_done_fn done, void *ud)
+{
+	sr_result r = { sizeof(r), SR_OK, NULL, "{}", NULL, 0 };
+
+	(void)self;
+	(void)req;
+	done(ud, &r);
+	return SR_OK;
+}
+
+#if defined(SMALL_OPS)
+/* Declares a table too small to hold even its first operation. */
+static const sr_tunnel_ops ops = { .size = sizeof(uint32_t) };
+#elif defined(NULL_OPS)
+/* A valid table of the current size whose every slot but start is NULL,
+ * and a provider declared with a short table: see loader_test. */
+static const sr_provider_ops ops = {
+	.size = (uint32_t)SR_TABLE_HAS(sr_provider_ops, reconnect),
+	.capabilities = NULL,
+	.create = NULL,
+};
+#else
+static const sr_tunnel_ops ops = { .size = sizeof(sr_tunnel_ops),
+				   .start = t_start };
+#endif
+
+static const sr_plugin_descriptor desc = {
+#ifdef BAD_MAJOR
+	.abi_major = SR_ABI_MAJOR + 1,
+#else
+	.abi_major = SR_ABI_MAJOR,
+#endif
+#ifdef BAD_MINOR
+	.abi_minor = SR_ABI_MINOR + 1,
+#else
+	.abi_minor = SR_ABI_MINOR,
+#endif
+#ifdef SMALL_DESC
+	.size = (uint32_t)offsetof(sr_plugin_descriptor, ops),
+#else
+	.size = sizeof(sr_plugin_descriptor),
+#endif
+#if defined(BAD_KIND)
+	.kind = 9,
+#elif defined(NULL_OPS)
+	.kind = SR_PLUGIN_PROVIDER,
+#else
+	.kind = SR_PLUGIN_TUNNEL,
+#endif
+#if defined(BAD_NAME)
+	.name = "Bad Name!",
+#elif defined(DUP)
+	.name = "twin",
+#elif defined(NULL_OPS)
+	.name = "hollow",
+#else
+	.name = "broken",
+#endif
+	.version = "0.0.1",
+	.description = "a plugin that breaks one loader rule",
+	.ops = &ops,
+	.config_keys = NULL,
+#ifdef NO_INIT
+	.init = NULL,
+#else
+	.init = t_init,
+#endif
+	.fini = NULL,
+	.doctor = NULL,
+};
+
+#ifdef NO_ENTRY
+/* Exports a symbol, but not the entry point. */
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *not_the_entry(void);
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *not_the_entry(void)
+{
+	return &desc;
+}
+#else
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void);
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void)
+{
+	return &desc;
+}
+#endif

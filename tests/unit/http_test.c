@@ -1,0 +1,198 @@
+/* core/http.c against a libmicrohttpd server on 127.0.0.1. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "harness.h"
+#include "core/http.h"
+
+static struct MHD_Daemon *server;
+static int port;
+static uv_loop_t loop;
+static sr__http *http;
+static char big[10 << 20];
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
+			      const char *url, const char *method,
+			      const char *version, const char *upload,
+			      size_t *upload_size, void **state)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	static int marker;
+	unsigned status = MHD_HTTP_OK;
+
+	(void)cls;
+	(void)version;
+	if (strcmp(method, "POST") == 0) {
+		/* Echo the body: gather it, answer on the last call. */
+		char **acc = (char **)state;
+		if (*acc == NULL) {
+			*acc = calloc(1, 1 << 20);
+			return MHD_YES;
+		}
+		if (*upload_size) {
+			strncat(*acc, upload, *upload_size);
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		r = MHD_create_response_from_buffer(strlen(*acc), *acc,
+						    MHD_RESPMEM_MUST_FREE);
+		ret = MHD_queue_response(conn, MHD_HTTP_CREATED, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	if (*state == NULL) {
+		*state = &marker;
+		return MHD_YES;
+	}
+	if (strcmp(url, "/slow") == 0) {
+		sleep(2);
+	} else if (strcmp(url, "/big") == 0) {
+		r = MHD_create_response_from_buffer(sizeof(big), big,
+						    MHD_RESPMEM_PERSISTENT);
+		ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ret;
+	} else if (strcmp(url, "/fail") == 0) {
+		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+	}
+	r = MHD_create_response_from_buffer(5, (void *)"hello",
+					    MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(r, "X-Test", "yes \"quoted\"");
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static void setup(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	server = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+					  MHD_USE_THREAD_PER_CONNECTION,
+				  0, NULL, NULL, answer, NULL,
+				  MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_END);
+	cr_assert_not_null(server);
+	port = MHD_get_daemon_info(server, MHD_DAEMON_INFO_BIND_PORT)->port;
+	uv_loop_init(&loop);
+	http = sr__http_new(&loop);
+}
+
+static void teardown(void)
+{
+	sr__http_free(http);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	MHD_stop_daemon(server);
+}
+
+TestSuite(http, .init = setup, .fini = teardown, .timeout = 20);
+
+static sr__wait w;
+
+static void fetch(const char *method, const char *path, const char *body,
+		  uint64_t timeout_ms, size_t max)
+{
+	char url[256];
+	sr_pair hdr[] = { { "X-Req", "1" } };
+	sr_http_request req = { sizeof(req), method, url, hdr, 1, body,
+				body ? strlen(body) : 0, timeout_ms, max };
+	sr__ctx ctx = { .loop = &loop };
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	memset(&w, 0, sizeof(w));
+	sr__http_request(http, &req, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+}
+
+Test(http, get_returns_status_headers_and_body)
+{
+	fetch("GET", "/ok", NULL, 0, 0);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_eq(w.len, 5);
+	cr_assert_str_eq(w.data, "hello");
+	cr_assert(strstr(w.json, "\"status\":200"), "%s", w.json);
+	cr_assert(strstr(w.json, "\"x-test\":\"yes \\\"quoted\\\"\""), "%s", w.json);
+}
+
+Test(http, post_sends_the_body)
+{
+	fetch("POST", "/echo", "{\"a\":1}", 0, 0);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert(strstr(w.json, "\"status\":201"));
+	cr_assert_str_eq(w.data, "{\"a\":1}");
+}
+
+Test(http, http_error_status_is_a_response_not_a_failure)
+{
+	fetch("GET", "/fail", NULL, 0, 0);
+	cr_assert_eq(w.status, SR_OK);
+	cr_assert(strstr(w.json, "\"status\":500"));
+}
+
+Test(http, slow_server_times_out)
+{
+	fetch("GET", "/slow", NULL, 300, 0);
+	cr_assert_eq(w.status, SR_ETIMEDOUT, "status %d: %s", w.status, w.message);
+	cr_assert(strstr(w.message, "/slow"), "%s", w.message);
+}
+
+Test(http, closed_port_is_connection_refused)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), closed_port;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	closed_port = ntohs(sa.sin_port);
+	close(fd); /* nothing listens there now */
+	port = closed_port;
+	fetch("GET", "/", NULL, 2000, 0);
+	cr_assert_eq(w.status, SR_ECONNREFUSED, "status %d: %s", w.status, w.message);
+}
+
+Test(http, oversized_body_is_cut_off)
+{
+	fetch("GET", "/big", NULL, 0, 1 << 20);
+	cr_assert_eq(w.status, SR_ETOOBIG, "status %d: %s", w.status, w.message);
+	cr_assert(strstr(w.message, "over 1048576 bytes"), "%s", w.message);
+	cr_assert_null(w.data);
+}
+
+Test(http, body_at_the_default_cap_arrives_whole)
+{
+	fetch("GET", "/big", NULL, 0, sizeof(big));
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_eq(w.len, sizeof(big));
+}
+
+Test(http, refuses_urls_that_are_not_http)
+{
+	sr_http_request req = { sizeof(req), "GET", "file:///etc/passwd", NULL, 0,
+				NULL, 0, 0, 0 };
+
+	memset(&w, 0, sizeof(w));
+	cr_assert_null(sr__http_request(http, &req, sr__wait_done, &w));
+	cr_assert(w.done);
+	cr_assert_eq(w.status, SR_EINVAL);
+}
+
+Test(http, cancel_reports_cancelled_once)
+{
+	char url[256];
+	sr_http_request req = { sizeof(req), "GET", url, NULL, 0, NULL, 0, 0, 0 };
+	sr_http_call *call;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", port);
+	memset(&w, 0, sizeof(w));
+	call = sr__http_request(http, &req, sr__wait_done, &w);
+	cr_assert_not_null(call);
+	sr__http_cancel(call);
+	cr_assert(w.done);
+	cr_assert_eq(w.status, SR_ECANCELED);
+}

@@ -1,0 +1,403 @@
+/* The local provider (plugins/provider/local.c), loaded through the real
+ * loader and driven through the checked provider calls. */
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+#include "core/provider.h"
+
+static char *dir;
+static sr__ctx ctx;
+static sr__plugin *p;
+static sr__wait w;
+
+static void start(const char *extra_conf)
+{
+	char conf[1024];
+
+	/* Plugins come from SANDRUN_PLUGIN_PATH (the build tree). */
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n%s",
+		 dir, dir, extra_conf);
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(),
+				  t_write(dir, "sandrun.conf", conf)), SR_OK);
+	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "local");
+	cr_assert_not_null(p, "local provider not found in %s", getenv("SANDRUN_PLUGIN_PATH"));
+	cr_assert_eq(sr__plugin_start(&ctx, p), SR_OK);
+}
+
+static void setup(void)
+{
+	cr_assert_not_null(getenv("SANDRUN_PLUGIN_PATH"), "run under make check");
+	dir = t_tmpdir();
+	t_log_capture();
+}
+
+static void teardown(void)
+{
+	sr__ctx_cleanup(&ctx);
+}
+
+TestSuite(local, .init = setup, .fini = teardown, .timeout = 30);
+
+static void reset(void)
+{
+	sr__wait_clear(&w);
+}
+
+static char *create_with(const sr_sandbox_spec *spec)
+{
+	static char id[64];
+	json_t *j;
+
+	reset();
+	sr__provider_create(p, sr__next_req(), spec, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_OK, "create: %s", w.message);
+	j = json_loads(w.json, 0, NULL);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+	return id;
+}
+
+static char *create(void)
+{
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
+				 { SR_NET_OPEN, NULL, 0 }, NULL, 0 };
+
+	return create_with(&spec);
+}
+
+/* exec and gather stdout */
+typedef struct out {
+	char buf[65536];
+	size_t len;
+	int exited, status, sig;
+} out;
+
+static void o_chunk(void *ud, const void *d, size_t n)
+{
+	out *o = ud;
+
+	if (o->len + n < sizeof(o->buf)) {
+		memcpy(o->buf + o->len, d, n);
+		o->len += n;
+	}
+}
+
+static void o_exit(void *ud, int status, int sig)
+{
+	out *o = ud;
+
+	o->exited = 1;
+	o->status = status;
+	o->sig = sig;
+}
+
+static int run_in(const char *id, const char *const *argv, const sr_pair *env,
+		  size_t n_env, out *o)
+{
+	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
+	sr_exec_spec spec = { sizeof(spec), argv, env, n_env, NULL };
+	uint64_t req = sr__next_req();
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	rc = sr__provider_exec(p, req, id, &spec, &cbs, o);
+	if (rc != SR_OK)
+		return rc;
+	sr__provider_channel_close_input(p, req);
+	while (!o->exited && uv_run(ctx.loop, UV_RUN_ONCE))
+		;
+	return SR_OK;
+}
+
+Test(local, create_makes_a_private_directory_with_a_workspace)
+{
+	char *id, path[4096];
+	struct stat st;
+	json_t *j;
+	const char *ws;
+
+	start("");
+	id = create();
+	j = json_loads(w.json, 0, NULL);
+	ws = json_string_value(json_object_get(j, "workspace"));
+
+	cr_assert(strncmp(id, "sb-", 3) == 0 && strlen(id) == 19, "id %s", id);
+	snprintf(path, sizeof(path), "%s/state/plugins/provider.local/sandboxes/%s", dir, id);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0700);
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert(strstr(ws, path) == ws && strstr(ws, "/workspace"));
+	cr_assert_eq(stat(ws, &st), 0);
+	json_decref(j);
+}
+
+Test(local, two_sandboxes_get_different_ids)
+{
+	char first[64];
+
+	start("");
+	snprintf(first, sizeof(first), "%s", create());
+	cr_assert_str_neq(first, create());
+}
+
+Test(local, exec_runs_in_the_workspace_with_output_and_status)
+{
+	const char *argv[] = { "sh", "-c", "pwd; exit 4", NULL };
+	out o;
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(run_in(id, argv, NULL, 0, &o), SR_OK);
+	cr_assert_eq(o.status, 4);
+	cr_assert(strstr(o.buf, id) && strstr(o.buf, "/workspace\n"), "%s", o.buf);
+}
+
+Test(local, environment_is_reduced_to_the_allowlist_plus_what_the_run_sets)
+{
+	const char *argv[] = { "env", NULL };
+	sr_pair sandbox_env[] = { { "FROM_SANDBOX", "s" } };
+	sr_pair exec_env[] = { { "FROM_EXEC", "e" } };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, sandbox_env, 1, NULL, 0,
+				 { SR_NET_OPEN, NULL, 0 }, NULL, 0 };
+	out o;
+	char *id;
+
+	setenv("RUNNER_SECRET", "do-not-leak", 1);
+	setenv("ALLOWED_EXTRA", "extra", 1);
+	start("[provider.local]\nenv_allow = ALLOWED_EXTRA\n");
+	id = create_with(&spec);
+	cr_assert_eq(run_in(id, argv, exec_env, 1, &o), SR_OK);
+	cr_assert(strstr(o.buf, "RUNNER_SECRET") == NULL, "leaked: %s", o.buf);
+	cr_assert(strstr(o.buf, "\nPATH=") || strncmp(o.buf, "PATH=", 5) == 0);
+	cr_assert(strstr(o.buf, "ALLOWED_EXTRA=extra"));
+	cr_assert(strstr(o.buf, "FROM_SANDBOX=s"));
+	cr_assert(strstr(o.buf, "FROM_EXEC=e"));
+	cr_assert(strstr(o.buf, "HOME=") && strstr(o.buf, "/home\n"));
+}
+
+static void file_op_ok(const char *what)
+{
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_OK, "%s: %s", what, w.message);
+}
+
+Test(local, file_operations_round_trip)
+{
+	char *id;
+	json_t *list;
+
+	start("");
+	id = create();
+	reset();
+	sr__provider_file_mkdir(p, 1, id, "src", 0755, sr__wait_done, &w);
+	file_op_ok("mkdir");
+	reset();
+	sr__provider_file_put(p, 2, id, "src/a.txt", "alpha", 5, 0600, sr__wait_done, &w);
+	file_op_ok("put");
+	reset();
+	sr__provider_file_rename(p, 3, id, "src/a.txt", "src/b.txt", sr__wait_done, &w);
+	file_op_ok("rename");
+	reset();
+	sr__provider_file_list(p, 4, id, "src", sr__wait_done, &w);
+	file_op_ok("list");
+	list = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(list), 1);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "name")), "b.txt");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "type")), "file");
+	json_decref(list);
+	reset();
+	sr__provider_file_get(p, 5, id, "src/b.txt", 0, sr__wait_done, &w);
+	file_op_ok("get");
+	cr_assert_eq(w.len, 5);
+	cr_assert_str_eq(w.data, "alpha");
+	reset();
+	sr__provider_file_get(p, 6, id, "src/b.txt", 3, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ETOOBIG);
+	reset();
+	sr__provider_file_remove(p, 7, id, "src/b.txt", sr__wait_done, &w);
+	file_op_ok("remove");
+	reset();
+	sr__provider_file_get(p, 8, id, "src/b.txt", 0, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ENOTFOUND);
+}
+
+Test(local, paths_cannot_escape_the_sandbox)
+{
+	char *id, link[4200];
+	json_t *j;
+
+	start("");
+	id = create();
+	j = json_loads(w.json, 0, NULL);
+	snprintf(link, sizeof(link), "%s/escape",
+		 json_string_value(json_object_get(j, "workspace")));
+	json_decref(j);
+	cr_assert_eq(symlink("/etc", link), 0);
+
+	reset();
+	sr__provider_file_get(p, 1, id, "../../../../../../etc/hostname", 0, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_EPERM, "dotdot: %d %s", w.status, w.message);
+	reset();
+	sr__provider_file_get(p, 2, id, "escape/hostname", 0, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_EPERM, "symlink: %d %s", w.status, w.message);
+	reset();
+	sr__provider_file_put(p, 3, id, "escape/planted", "x", 1, 0, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_EPERM, "put via symlink: %d %s", w.status, w.message);
+	cr_assert_neq(access("/etc/planted", F_OK), 0);
+	reset();
+	sr__provider_file_get(p, 4, id, "/etc/hostname", 0, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_EPERM);
+	cr_assert(strstr(w.message, "outside sandbox"), "%s", w.message);
+}
+
+Test(local, invalid_ids_are_rejected_not_resolved)
+{
+	start("");
+	reset();
+	sr__provider_destroy(p, 1, "../../etc", sr__wait_done, &w);
+	cr_assert(w.done);
+	cr_assert_eq(w.status, SR_EINVAL);
+	reset();
+	sr__provider_reconnect(p, 2, "sb-0000000000000000", NULL, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ENOTFOUND);
+}
+
+Test(local, park_reconnect_destroy)
+{
+	char *id, path[4096];
+	const char *argv[] = { "sh", "-c", "echo kept > note", NULL };
+	const char *argv2[] = { "cat", "note", NULL };
+	out o;
+
+	start("");
+	id = create();
+	cr_assert_eq(run_in(id, argv, NULL, 0, &o), SR_OK);
+	reset();
+	sr__provider_park(p, 1, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	file_op_ok("park");
+	reset();
+	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
+	file_op_ok("reconnect");
+	cr_assert(strstr(w.json, id));
+	cr_assert_eq(run_in(id, argv2, NULL, 0, &o), SR_OK);
+	cr_assert_str_eq(o.buf, "kept\n");
+	reset();
+	sr__provider_destroy(p, 3, id, sr__wait_done, &w);
+	file_op_ok("destroy");
+	snprintf(path, sizeof(path), "%s/state/plugins/provider.local/sandboxes/%s", dir, id);
+	cr_assert_neq(access(path, F_OK), 0, "%s still exists", path);
+	reset();
+	sr__provider_reconnect(p, 4, id, NULL, sr__wait_done, &w);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ENOTFOUND);
+}
+
+Test(local, parking_stopped_kills_running_processes)
+{
+	const char *argv[] = { "sleep", "30", NULL };
+	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL };
+	out o;
+	char *id;
+
+	start("");
+	id = create();
+	memset(&o, 0, sizeof(o));
+	cr_assert_eq(sr__provider_exec(p, 9, id, &spec, &cbs, &o), SR_OK);
+	reset();
+	sr__provider_park(p, 10, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	file_op_ok("park");
+	while (!o.exited && uv_run(ctx.loop, UV_RUN_ONCE))
+		;
+	cr_assert_eq(o.sig, SIGKILL);
+}
+
+Test(local, network_off_has_only_loopback_when_bwrap_is_present)
+{
+	const char *argv[] = { "cat", "/proc/net/dev", NULL };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
+				 { SR_NET_OFF, NULL, 0 }, NULL, 0 };
+	out o;
+	char *id;
+
+	if (access("/usr/bin/bwrap", X_OK) != 0) {
+		cr_skip_test("bubblewrap is not installed (apt-get install bubblewrap; .ci/run installs it)");
+	}
+	start("");
+	cr_assert(sr__provider_capabilities(p) & SR_CAP_NETWORK_POLICY);
+	id = create_with(&spec);
+	cr_assert_eq(run_in(id, argv, NULL, 0, &o), SR_OK);
+	cr_assert_eq(o.status, 0, "%s", o.buf);
+	cr_assert(strstr(o.buf, "lo:"), "%s", o.buf);
+	/* Only the header (2 lines) and lo. */
+	{
+		int lines = 0;
+		for (size_t i = 0; i < o.len; i++)
+			lines += o.buf[i] == '\n';
+		cr_assert_eq(lines, 3, "interfaces besides lo: %s", o.buf);
+	}
+}
+
+Test(local, without_bwrap_the_policy_is_not_enforced_and_off_is_refused)
+{
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
+				 { SR_NET_OFF, NULL, 0 }, NULL, 0 };
+
+	start("[provider.local]\nbwrap = off\n");
+	cr_assert_eq(sr__provider_capabilities(p) & SR_CAP_NETWORK_POLICY, 0);
+	cr_assert_eq(sr__provider_capabilities(p) & SR_CAP_ISOLATED_SECRETS, 0);
+	reset();
+	sr__provider_create(p, 1, &spec, sr__wait_done, &w);
+	cr_assert(w.done);
+	cr_assert_eq(w.status, SR_EUNSUPPORTED);
+	cr_assert(strstr(w.message, "bubblewrap"), "%s", w.message);
+}
+
+Test(local, allowlist_policy_is_refused)
+{
+	const char *allow[] = { "10.0.0.0/8" };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
+				 { SR_NET_ALLOWLIST, allow, 1 }, NULL, 0 };
+
+	start("");
+	reset();
+	sr__provider_create(p, 1, &spec, sr__wait_done, &w);
+	cr_assert_eq(w.status, SR_EUNSUPPORTED);
+	cr_assert(strstr(w.message, "allowlist"));
+}
+
+Test(local, bad_config_value_names_the_key)
+{
+	char conf[1024];
+
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n"
+		 "[provider.local]\nroot = relative/path\n", dir, dir);
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(),
+				  t_write(dir, "sandrun.conf", conf)), SR_OK);
+	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "local");
+	cr_assert_neq(sr__plugin_start(&ctx, p), SR_OK);
+	cr_assert(strstr(t_log_text(), ":5: [provider.local] key 'root': invalid value 'relative/path'"),
+		  "got: %s", t_log_text());
+}
+
+Test(local, watch_is_a_typed_unsupported_error)
+{
+	char err[160];
+
+	start("");
+	cr_assert_eq(sr__provider_watch(p, 1, "sb-0000000000000000", "relay", NULL, NULL,
+					err, sizeof(err)), SR_EUNSUPPORTED);
+	cr_assert_str_eq(err, "provider 'local': operation 'watch' is not supported");
+}
