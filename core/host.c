@@ -136,8 +136,9 @@ static sr_http_call *h_http_request(const sr_host *h,
 	sr__ctx *ctx = priv(h)->ctx;
 
 	if (!ctx->http && !(ctx->http = sr__http_new(ctx->loop))) {
-		sr_result r = { sizeof(r), SR_ENOMEM, "out of memory", NULL,
-				NULL, 0 };
+		sr_result r = { sizeof(r), SR_ENETWORK,
+				"HTTP unavailable: cannot load " SR_LIBCURL_SONAME,
+				NULL, NULL, 0 };
 		done(ud, &r);
 		return NULL;
 	}

@@ -1,10 +1,16 @@
 /* libcurl multi on libuv: curl tells us which sockets to watch
  * (CURLMOPT_SOCKETFUNCTION) and when to time out (CURLMOPT_TIMERFUNCTION);
  * we watch them with uv_poll_t and one uv_timer_t, and feed readiness back
- * with curl_multi_socket_action. Bodies are capped while they arrive. */
+ * with curl_multi_socket_action. Bodies are capped while they arrive.
+ *
+ * libcurl is loaded on first use: linking it costs every sandrun process
+ * about 4 ms at start (its TLS, GSSAPI and LDAP dependencies), and most
+ * commands make no HTTP request. */
 #include "config.h"
 
+#define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +43,79 @@ struct sr_http_call {
 	char errbuf[CURL_ERROR_SIZE];
 	sr_http_call *next, *prev;
 };
+
+/* The libcurl functions used here, resolved by load_curl(). */
+static struct {
+	CURLcode (*global_init)(long);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+	CURLMcode (*multi_socket_action)(CURLM *, curl_socket_t, int, int *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_assign)(CURLM *, curl_socket_t, void *);
+	CURLMcode (*multi_cleanup)(CURLM *);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} cf;
+
+/* curl.h defines some of these as macros of its own. */
+#undef curl_multi_setopt
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_global_init cf.global_init
+#define curl_multi_init cf.multi_init
+#define curl_multi_setopt cf.multi_setopt
+#define curl_multi_socket_action cf.multi_socket_action
+#define curl_multi_info_read cf.multi_info_read
+#define curl_multi_add_handle cf.multi_add_handle
+#define curl_multi_remove_handle cf.multi_remove_handle
+#define curl_multi_assign cf.multi_assign
+#define curl_multi_cleanup cf.multi_cleanup
+#define curl_easy_init cf.easy_init
+#define curl_easy_setopt cf.easy_setopt
+#define curl_easy_getinfo cf.easy_getinfo
+#define curl_easy_cleanup cf.easy_cleanup
+#define curl_easy_strerror cf.easy_strerror
+#define curl_slist_append cf.slist_append
+#define curl_slist_free_all cf.slist_free_all
+
+/* Loaded once for the process and never unloaded. */
+static int load_curl(void)
+{
+	static int state; /* 0 not tried, 1 loaded, -1 failed */
+	static const struct { const char *name; size_t off; } syms[] = {
+#define SYM(f) { "curl_" #f, offsetof(__typeof__(cf), f) }
+		SYM(global_init), SYM(multi_init), SYM(multi_setopt),
+		SYM(multi_socket_action), SYM(multi_info_read),
+		SYM(multi_add_handle), SYM(multi_remove_handle),
+		SYM(multi_assign), SYM(multi_cleanup), SYM(easy_init),
+		SYM(easy_setopt), SYM(easy_getinfo), SYM(easy_cleanup),
+		SYM(easy_strerror), SYM(slist_append), SYM(slist_free_all),
+#undef SYM
+	};
+	void *h;
+
+	if (state)
+		return state > 0 ? 0 : -1;
+	state = -1;
+	h = dlopen(SR_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	for (size_t i = 0; i < sizeof(syms) / sizeof(*syms); i++) {
+		void *f = dlsym(h, syms[i].name);
+		if (!f)
+			return -1;
+		memcpy((char *)&cf + syms[i].off, &f, sizeof(f));
+	}
+	state = 1;
+	return 0;
+}
 
 typedef struct sock_ctx {
 	uv_poll_t poll;
@@ -320,6 +399,8 @@ sr__http *sr__http_new(uv_loop_t *loop)
 	static int global_init;
 	sr__http *h;
 
+	if (load_curl() != 0)
+		return NULL;
 	if (!global_init++)
 		curl_global_init(CURL_GLOBAL_DEFAULT);
 	h = calloc(1, sizeof(*h));
