@@ -38,5 +38,6 @@ int sr__cmd_plugins(int argc, char **argv, const char *config_path);
 int sr__cmd_doctor(int argc, char **argv, const char *config_path);
 int sr__cmd_sandbox(int argc, char **argv, const char *config_path);
 int sr__cmd_exec(int argc, char **argv, const char *config_path);
+int sr__cmd_tools(int argc, char **argv, const char *config_path);
 
 #endif

@@ -21,6 +21,7 @@ static void usage(FILE *out)
 		"  doctor                    check the configuration and the configured plugins\n"
 		"  exec [OPTIONS] -- CMD...  run one command in a new sandbox, then remove it\n"
 		"  sandbox SUBCOMMAND        create, exec, park, reconnect, destroy sandboxes\n"
+		"  tools serve|check ...     answer tool calls from a relay directory (and MCP over HTTP)\n"
 		"\n"
 		"Options:\n"
 		"  -c, --config FILE  configuration file (default %s/sandrun/sandrun.conf)\n"
@@ -77,6 +78,8 @@ int main(int argc, char **argv)
 		return sr__cmd_sandbox(argc, argv, config_path);
 	if (strcmp(cmd, "exec") == 0)
 		return sr__cmd_exec(argc, argv, config_path);
+	if (strcmp(cmd, "tools") == 0)
+		return sr__cmd_tools(argc, argv, config_path);
 	if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		return SR_EXIT_OK;

@@ -1,0 +1,906 @@
+/*
+ * The relay loop: picks up request files the shim publishes, claims them
+ * durably, validates, runs the permission guard, executes the tool, and
+ * publishes exactly one response per request.
+ *
+ * Order of a call (doc/relay-protocol.md):
+ *   1. create JOURNAL/<id>.claim (O_EXCL; runner-side, the sandbox cannot
+ *      touch it);
+ *   2. read and remove DIR/<id>.req (never following a symlink, never
+ *      reading anything but a regular file of at most 1 MiB);
+ *   3. validate, guard, execute;
+ *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
+ *      sandbox may have planted; the runner never reads response files);
+ *   5. remove the claim.
+ * A claim found at start belongs to a runner that died between 1 and 5: it
+ * is answered with an error and the tool is not run again.
+ *
+ * File reads and writes here are small (at most 1 MiB, usually a few
+ * hundred bytes) and local, done on the loop thread.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/http.h"
+#include "core/log.h"
+#include "core/relay.h"
+#include "shim/mcp_common.h"
+#include "shim/relay_proto.h"
+
+#define RESULT_TEXT_MAX 100000
+#define CALLBACK_BODY_MAX (4u << 20)
+#define DEFAULT_ASK_TIMEOUT_MS (10 * 60 * 1000)
+#define DEFAULT_POLL_MS 2000
+
+typedef struct call call;
+
+struct sr__relay {
+	sr__ctx *ctx;
+	char *dir, *journal;
+	const sr__toolset *tools;
+	const sr__guard *guard;
+	int ask_policy;
+	uint64_t ask_timeout_ms, poll_ms;
+	void (*event)(void *ud, json_t *event);
+	void *ud;
+	uv_fs_event_t watch;
+	uv_timer_t poll;
+	int watching;
+	int closing;
+	int open_handles;
+	call *calls;
+};
+
+enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING };
+
+struct call {
+	sr__relay *r;
+	char id[SR_RELAY_ID_MAX + 1];
+	char *tool_name;
+	const sr__tool *tool;
+	json_t *args;
+	int state;
+	uint64_t started;
+	sr_http_call *http;
+	uv_timer_t *ask_timer;
+	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
+	void *done_ud;
+	call *next;
+};
+
+/* ------------------------------------------------------------ events */
+
+static void emit(sr__relay *r, json_t *ev)
+{
+	if (r->event)
+		r->event(r->ud, ev);
+	json_decref(ev);
+}
+
+static void reject_file(sr__relay *r, const char *name, const char *why)
+{
+	sr__log(SR_LOG_WARN, "relay", "%s/%s: %s", r->dir, name, why);
+	emit(r, json_pack("{s:s, s:s, s:s}", "type", "relay.rejected", "file",
+			  name, "reason", why));
+}
+
+/* ------------------------------------------------------------- files */
+
+static void path_in(char *buf, size_t n, const char *dir, const char *id,
+		    const char *suffix)
+{
+	snprintf(buf, n, "%s/%s%s", dir, id, suffix);
+}
+
+static int claim(sr__relay *r, const char *id)
+{
+	char path[4096];
+	int fd;
+
+	path_in(path, sizeof(path), r->journal, id, ".claim");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? SR_EEXIST : SR_EIO;
+	close(fd);
+	return SR_OK;
+}
+
+static void unclaim(sr__relay *r, const char *id)
+{
+	char path[4096];
+
+	path_in(path, sizeof(path), r->journal, id, ".claim");
+	unlink(path);
+}
+
+/* Write DIR/<id>.res by temporary and rename. */
+static int publish(sr__relay *r, const char *id, json_t *response)
+{
+	char tmp[4096], final[4096];
+	unsigned char rnd[6] = { 0 };
+	char *text = json_dumps(response, JSON_COMPACT);
+	size_t len, off = 0;
+	int fd, rc = SR_OK;
+
+	if (!text)
+		return SR_ENOMEM;
+	len = strlen(text);
+	(void)!getrandom(rnd, sizeof(rnd), 0);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
+		 id, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		free(text);
+		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(errno));
+		return SR_EIO;
+	}
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = SR_EIO;
+			break;
+		}
+		off += (size_t)w;
+	}
+	close(fd);
+	free(text);
+	if (rc == SR_OK && rename(tmp, final) != 0)
+		rc = SR_EIO;
+	if (rc != SR_OK) {
+		unlink(tmp);
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final,
+			strerror(errno));
+	}
+	return rc;
+}
+
+/* ---------------------------------------------------------- responses */
+
+static json_t *response_ok(const char *id, json_t *result)
+{
+	return json_pack("{s:i, s:s, s:s, s:o}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "ok", "result", result);
+}
+
+static json_t *response_error(const char *id, const char *message)
+{
+	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "error", "error", message);
+}
+
+static json_t *response_paused(const char *id, const char *message)
+{
+	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "paused", "message", message);
+}
+
+static void unlink_call(call *c)
+{
+	for (call **pp = &c->r->calls; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			return;
+		}
+}
+
+static void on_ask_timer_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void call_free(call *c)
+{
+	if (c->ask_timer) {
+		uv_timer_stop(c->ask_timer);
+		uv_close((uv_handle_t *)c->ask_timer, on_ask_timer_closed);
+	}
+	json_decref(c->args);
+	free(c->tool_name);
+	free(c);
+}
+
+/* Deliver the one response of a call, then forget the call. Takes
+ * response. */
+static void finish(call *c, json_t *response)
+{
+	sr__relay *r = c->r;
+	const char *status = json_string_value(json_object_get(response, "status"));
+	json_t *result = json_object_get(response, "result");
+	json_t *ev;
+
+	if (c->done)
+		c->done(c->done_ud, response);
+	else
+		publish(r, c->id, response);
+	unclaim(r, c->id);
+	ev = json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "type", "tool.result",
+		       "call_id", c->id, "tool", c->tool_name ? c->tool_name : "",
+		       "status", status ? status : "error", "is_error",
+		       strcmp(status ? status : "error", "error") == 0 ||
+			       json_is_true(json_object_get(result, "isError")),
+		       "ms", (json_int_t)(uv_now(r->ctx->loop) - c->started));
+	if (json_object_get(response, "error"))
+		json_object_set(ev, "error", json_object_get(response, "error"));
+	emit(r, ev);
+	json_decref(response);
+	unlink_call(c);
+	call_free(c);
+}
+
+static void finish_error(call *c, const char *message)
+{
+	finish(c, response_error(c->id, message));
+}
+
+/* ------------------------------------------------- callback results */
+
+/* Cut text items so that their text adds up to at most RESULT_TEXT_MAX
+ * bytes (on a UTF-8 boundary), telling the model what was cut. */
+static void cap_text(json_t *result)
+{
+	json_t *content = json_object_get(result, "content"), *item;
+	size_t used = 0, dropped = 0, i;
+	int cut = 0;
+
+	json_array_foreach(content, i, item) {
+		const char *text = json_string_value(json_object_get(item, "text"));
+		size_t len, keep;
+		if (!text)
+			continue;
+		len = strlen(text);
+		if (used + len <= RESULT_TEXT_MAX) {
+			used += len;
+			continue;
+		}
+		keep = RESULT_TEXT_MAX > used ? RESULT_TEXT_MAX - used : 0;
+		while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
+			keep--;
+		dropped += len - keep;
+		json_object_set_new(item, "text", json_stringn(text, keep));
+		used += keep;
+		cut = 1;
+	}
+	if (cut) {
+		char note[200];
+		snprintf(note, sizeof(note),
+			 "[sandrun: the tool's result was cut at %d bytes; %zu bytes were left out]",
+			 RESULT_TEXT_MAX, dropped);
+		json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text",
+							 "text", note));
+	}
+}
+
+json_t *sr__relay_callback_result(int http_status, const char *body,
+				  size_t len)
+{
+	json_t *parsed = NULL, *result;
+
+	if (http_status < 200 || http_status > 299) {
+		char text[700];
+		snprintf(text, sizeof(text), "the tool's callback answered HTTP %d: %.500s",
+			 http_status, body ? body : "");
+		return sr_mcp_text_result(text, 1);
+	}
+	if (body && len)
+		parsed = json_loadb(body, len, 0, NULL);
+	if (json_is_object(parsed) && json_is_array(json_object_get(parsed, "content"))) {
+		result = json_pack("{s:O, s:b}", "content", json_object_get(parsed, "content"),
+				   "isError", json_is_true(json_object_get(parsed, "isError")));
+		if (json_object_get(parsed, "structuredContent"))
+			json_object_set(result, "structuredContent",
+					json_object_get(parsed, "structuredContent"));
+	} else {
+		result = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text",
+				   "text", body ? body : "", body ? len : 0, "isError", 0);
+	}
+	json_decref(parsed);
+	cap_text(result);
+	return result;
+}
+
+static void on_callback_done(void *ud, const sr_result *res)
+{
+	call *c = ud;
+	char text[600];
+	json_t *meta;
+	int status;
+
+	c->http = NULL;
+	if (res->status == SR_ECANCELED) {
+		/* The relay is going away; the claim stays for a restart. */
+		unlink_call(c);
+		call_free(c);
+		return;
+	}
+	if (res->status != SR_OK) {
+		switch (res->status) {
+		case SR_ETIMEDOUT:
+			snprintf(text, sizeof(text), "the tool's callback did not answer within %llu ms",
+				 (unsigned long long)c->tool->timeout_ms);
+			break;
+		case SR_ETOOBIG:
+			snprintf(text, sizeof(text),
+				 "the tool's callback answered more than %u bytes; nothing of it was kept",
+				 CALLBACK_BODY_MAX);
+			break;
+		case SR_ECONNREFUSED:
+			snprintf(text, sizeof(text), "the tool's callback refused the connection");
+			break;
+		default:
+			snprintf(text, sizeof(text), "the tool's callback failed: %s",
+				 res->message ? res->message : sr__strerror(res->status));
+		}
+		finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
+		return;
+	}
+	meta = json_loads(res->json ? res->json : "{}", 0, NULL);
+	status = (int)json_integer_value(json_object_get(meta, "status"));
+	json_decref(meta);
+	finish(c, response_ok(c->id, sr__relay_callback_result(status, res->data, res->len)));
+}
+
+/* ---------------------------------------------------------- execution */
+
+static void execute(call *c)
+{
+	const sr__tool *t = c->tool;
+	json_t *body;
+	char *text;
+	sr_pair *headers;
+	sr_http_request req;
+
+	c->state = CALL_RUNNING;
+	if (t->kind == SR_TOOL_CLIENT) {
+		emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "client_tool.call",
+				     "call_id", c->id, "tool", t->name, "args", c->args));
+		finish(c, response_paused(c->id,
+			"this tool runs on the user's side: the call was handed over and its result will come with the next turn"));
+		return;
+	}
+	if (!c->r->ctx->http && !(c->r->ctx->http = sr__http_new(c->r->ctx->loop))) {
+		finish(c, response_ok(c->id, sr_mcp_text_result(
+			"HTTP is unavailable on the runner (libcurl cannot be loaded)", 1)));
+		return;
+	}
+	body = json_pack("{s:s, s:s, s:O}", "tool", t->name, "call_id", c->id,
+			 "arguments", c->args);
+	text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	headers = calloc(t->n_headers + 2, sizeof(*headers));
+	if (!text || !headers) {
+		free(text);
+		free(headers);
+		finish_error(c, "out of memory");
+		return;
+	}
+	headers[0].name = "Content-Type";
+	headers[0].value = "application/json";
+	memcpy(headers + 1, t->headers, t->n_headers * sizeof(*headers));
+	memset(&req, 0, sizeof(req));
+	req.size = sizeof(req);
+	req.method = "POST";
+	req.url = t->url;
+	req.headers = headers;
+	req.n_headers = t->n_headers + 1;
+	req.body = text;
+	req.body_len = strlen(text);
+	req.timeout_ms = t->timeout_ms;
+	req.max_response = CALLBACK_BODY_MAX;
+	c->http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	free(headers);
+	free(text);
+}
+
+static void on_ask_timeout(uv_timer_t *t)
+{
+	call *c = t->data;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "permission denied: nobody answered the permission request within %llu s",
+		 (unsigned long long)(c->r->ask_timeout_ms / 1000));
+	finish(c, response_ok(c->id, sr_mcp_text_result(msg, 1)));
+}
+
+static void decide(call *c, int allow)
+{
+	if (allow)
+		execute(c);
+	else
+		finish(c, response_ok(c->id, sr_mcp_text_result(
+			"permission denied: the user did not allow this tool call", 1)));
+}
+
+static void ask(call *c)
+{
+	sr__relay *r = c->r;
+
+	if (r->ask_policy != SR_ASK_WAIT) {
+		decide(c, r->ask_policy == SR_ASK_APPROVE);
+		return;
+	}
+	c->state = CALL_ASKING;
+	c->ask_timer = malloc(sizeof(*c->ask_timer));
+	if (c->ask_timer) {
+		uv_timer_init(r->ctx->loop, c->ask_timer);
+		c->ask_timer->data = c;
+		uv_timer_start(c->ask_timer, on_ask_timeout, r->ask_timeout_ms, 0);
+	}
+	emit(r, json_pack("{s:s, s:s, s:s, s:O}", "type", "permission.request",
+			  "call_id", c->id, "tool", c->tool->name, "args", c->args));
+}
+
+/* Validate a parsed request and run it. Takes nothing; c owns args. */
+static void dispatch(call *c)
+{
+	char err[300];
+	int verdict;
+
+	emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "tool.call", "call_id",
+			     c->id, "tool", c->tool_name, "args", c->args));
+	c->tool = sr__tools_find(c->r->tools, c->tool_name);
+	if (!c->tool) {
+		snprintf(err, sizeof(err), "unknown tool '%.100s'", c->tool_name);
+		finish_error(c, err);
+		return;
+	}
+	if (sr__tools_check_args(c->tool, c->args, err, sizeof(err)) != SR_OK) {
+		finish_error(c, err);
+		return;
+	}
+	verdict = sr__guard_decide(c->r->guard, c->tool);
+	if (verdict == SR_PERM_DENY)
+		finish(c, response_ok(c->id, sr_mcp_text_result(
+			"permission denied: the runner's policy does not allow this tool", 1)));
+	else if (verdict == SR_PERM_ASK)
+		ask(c);
+	else
+		execute(c);
+}
+
+static call *call_new(sr__relay *r, const char *id, size_t id_len)
+{
+	call *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->r = r;
+	memcpy(c->id, id, id_len);
+	c->id[id_len] = 0;
+	c->started = uv_now(r->ctx->loop);
+	c->next = r->calls;
+	r->calls = c;
+	return c;
+}
+
+/* ----------------------------------------------------------- requests */
+
+/* Read a request file safely. Returns the text (malloc'd) or NULL with
+ * the reason in why. */
+static char *read_request(sr__relay *r, const char *name, char *why,
+			  size_t n)
+{
+	char path[4096];
+	struct stat st;
+	char *buf;
+	ssize_t got;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, n, errno == ELOOP ? "the request is a symbolic link" :
+			 "cannot open the request: %s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, n, "the request is not a regular file");
+		return NULL;
+	}
+	if (st.st_size > SR_RELAY_REQ_MAX) {
+		close(fd);
+		snprintf(why, n, "the request is %lld bytes, over the limit of %u",
+			 (long long)st.st_size, SR_RELAY_REQ_MAX);
+		return NULL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+	close(fd);
+	if (got != st.st_size) {
+		free(buf);
+		snprintf(why, n, "cannot read the request");
+		return NULL;
+	}
+	buf[got] = 0;
+	return buf;
+}
+
+/* Remove whatever sits under a request's name (file, link, FIFO, or an
+ * empty directory). */
+static void remove_entry(sr__relay *r, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+	if (unlink(path) != 0 && errno == EISDIR)
+		rmdir(path);
+}
+
+static void take_request(sr__relay *r, const char *name)
+{
+	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
+	char why[300], *text;
+	json_t *req;
+	const char *tool, *rid;
+	json_t *args;
+	call *c;
+	int rc;
+
+	if (name[0] == '.' || id_len == 0)
+		return;
+	c = call_new(r, name, id_len);
+	if (!c)
+		return;
+	rc = claim(r, c->id);
+	if (rc != SR_OK) {
+		/* In flight already (a second publication of the same id), or
+		 * the journal is unusable: either way, not ours to answer. */
+		unlink_call(c);
+		call_free(c);
+		if (rc == SR_EEXIST) {
+			remove_entry(r, name);
+			reject_file(r, name, "duplicate request id: a call with this id is in flight");
+		} else {
+			reject_file(r, name, "cannot record the claim in the runner's journal");
+		}
+		return;
+	}
+	text = read_request(r, name, why, sizeof(why));
+	remove_entry(r, name);
+	if (!text) {
+		reject_file(r, name, why);
+		finish_error(c, why);
+		return;
+	}
+	req = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+	free(text);
+	tool = json_string_value(json_object_get(req, "tool"));
+	rid = json_string_value(json_object_get(req, "id"));
+	args = json_object_get(req, "args");
+	if (!json_is_object(req))
+		snprintf(why, sizeof(why), "the request is not a JSON object");
+	else if (json_integer_value(json_object_get(req, "v")) != SR_RELAY_VERSION)
+		snprintf(why, sizeof(why), "unsupported relay protocol version (this runner speaks %d)",
+			 SR_RELAY_VERSION);
+	else if (!rid || strcmp(rid, c->id) != 0)
+		snprintf(why, sizeof(why), "the request's id does not match its file name");
+	else if (!tool)
+		snprintf(why, sizeof(why), "the request names no tool");
+	else if (args && !json_is_object(args))
+		snprintf(why, sizeof(why), "the request's args must be an object");
+	else
+		why[0] = 0;
+	if (why[0]) {
+		json_decref(req);
+		reject_file(r, name, why);
+		finish_error(c, why);
+		return;
+	}
+	c->tool_name = strdup(tool);
+	c->args = args ? json_incref(args) : json_object();
+	json_decref(req);
+	dispatch(c);
+}
+
+static void scan(sr__relay *r)
+{
+	DIR *d = opendir(r->dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!d)
+		return;
+	/* Collect first: taking a request changes the directory. */
+	while ((e = readdir(d))) {
+		if (!sr_relay_id_of(e->d_name, SR_RELAY_REQ_SUFFIX))
+			continue;
+		if (n == cap) {
+			char **g = realloc(names, (cap = cap ? cap * 2 : 32) * sizeof(*g));
+			if (!g)
+				break;
+			names = g;
+		}
+		names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		if (names[i] && !r->closing)
+			take_request(r, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,
+			int status)
+{
+	sr__relay *r = h->data;
+
+	(void)events;
+	if (status < 0 || !filename) {
+		scan(r);
+		return;
+	}
+	if (sr_relay_id_of(filename, SR_RELAY_REQ_SUFFIX) && filename[0] != '.') {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", r->dir, filename);
+		if (lstat(path, &st) == 0)
+			take_request(r, filename);
+	}
+}
+
+static void on_poll(uv_timer_t *t)
+{
+	scan(t->data);
+}
+
+/* ------------------------------------------------------------ public */
+
+int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
+		  char *err, size_t errlen)
+{
+	sr__relay *r;
+
+	*out = NULL;
+	if (sr__mkdirs(o->dir, 0700) != SR_OK) {
+		snprintf(err, errlen, "cannot create relay directory %s: %s", o->dir,
+			 strerror(errno));
+		return SR_EIO;
+	}
+	if (sr__mkdirs(o->journal, 0700) != SR_OK) {
+		snprintf(err, errlen, "cannot create relay journal %s: %s", o->journal,
+			 strerror(errno));
+		return SR_EIO;
+	}
+	chmod(o->dir, 0700);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return SR_ENOMEM;
+	r->ctx = ctx;
+	r->dir = strdup(o->dir);
+	r->journal = strdup(o->journal);
+	r->tools = o->tools;
+	r->guard = o->guard;
+	r->ask_policy = o->ask_policy;
+	r->ask_timeout_ms = o->ask_timeout_ms ? o->ask_timeout_ms : DEFAULT_ASK_TIMEOUT_MS;
+	r->poll_ms = o->poll_ms ? o->poll_ms : DEFAULT_POLL_MS;
+	r->event = o->event;
+	r->ud = o->ud;
+	*out = r;
+	return SR_OK;
+}
+
+/* Answer every claim an earlier runner left: it died mid-call. */
+static void recover(sr__relay *r)
+{
+	DIR *d = opendir(r->journal);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t len = sr_relay_id_of(e->d_name, ".claim");
+		char id[SR_RELAY_ID_MAX + 1], req[4096];
+		json_t *res;
+		if (!len)
+			continue;
+		memcpy(id, e->d_name, len);
+		id[len] = 0;
+		path_in(req, sizeof(req), r->dir, id, SR_RELAY_REQ_SUFFIX);
+		unlink(req);
+		res = response_error(id,
+			"interrupted: the runner restarted while this call was in progress; "
+			"it was not run again and may or may not have taken effect");
+		publish(r, id, res);
+		json_decref(res);
+		unclaim(r, id);
+		emit(r, json_pack("{s:s, s:s}", "type", "tool.interrupted", "call_id", id));
+	}
+	closedir(d);
+}
+
+int sr__relay_start(sr__relay *r)
+{
+	int rc;
+
+	recover(r);
+	uv_timer_init(r->ctx->loop, &r->poll);
+	r->poll.data = r;
+	r->open_handles++;
+	rc = uv_fs_event_init(r->ctx->loop, &r->watch);
+	if (rc == 0) {
+		r->watch.data = r;
+		r->open_handles++;
+		rc = uv_fs_event_start(&r->watch, on_fs_event, r->dir, 0);
+		r->watching = rc == 0;
+	}
+	if (!r->watching)
+		sr__log(SR_LOG_WARN, "relay", "%s: no inotify watch (%s); polling every %llu ms",
+			r->dir, uv_strerror(rc), (unsigned long long)r->poll_ms);
+	uv_timer_start(&r->poll, on_poll, 0, r->poll_ms);
+	return SR_OK;
+}
+
+static int sweep_dir(const char *dir, int (*match)(const char *name))
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int count = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char path[4096];
+		if (!match(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (unlink(path) == 0)
+			count++;
+	}
+	closedir(d);
+	return count;
+}
+
+static int is_protocol_file(const char *name)
+{
+	if (name[0] == '.')
+		return strstr(name, ".tmp") != NULL;
+	return sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX) ||
+	       sr_relay_id_of(name, SR_RELAY_RES_SUFFIX);
+}
+
+static int is_claim(const char *name)
+{
+	return sr_relay_id_of(name, ".claim") != 0;
+}
+
+int sr__relay_sweep(sr__relay *r)
+{
+	int n;
+
+	if (r->calls)
+		return SR_ESTATE;
+	n = sweep_dir(r->dir, is_protocol_file) + sweep_dir(r->journal, is_claim);
+	if (n)
+		emit(r, json_pack("{s:s, s:i}", "type", "relay.swept", "files", n));
+	return SR_OK;
+}
+
+static call *find_call(sr__relay *r, const char *id)
+{
+	for (call *c = r->calls; c; c = c->next)
+		if (strcmp(c->id, id) == 0)
+			return c;
+	return NULL;
+}
+
+int sr__relay_permission(sr__relay *r, const char *call_id, int allow)
+{
+	call *c = call_id ? find_call(r, call_id) : NULL;
+
+	if (!c || c->state != CALL_ASKING)
+		return SR_ENOTFOUND;
+	uv_timer_stop(c->ask_timer);
+	decide(c, allow);
+	return SR_OK;
+}
+
+void sr__relay_set_ask_policy(sr__relay *r, int policy)
+{
+	call *c, *next;
+
+	r->ask_policy = policy;
+	if (policy == SR_ASK_WAIT)
+		return;
+	for (c = r->calls; c; c = next) {
+		next = c->next;
+		if (c->state == CALL_ASKING)
+			decide(c, policy == SR_ASK_APPROVE);
+	}
+}
+
+size_t sr__relay_in_flight(const sr__relay *r)
+{
+	size_t n = 0;
+
+	for (call *c = r->calls; c; c = c->next)
+		n++;
+	return n;
+}
+
+int sr__relay_call(sr__relay *r, const char *tool, json_t *args,
+		   sr__relay_done_fn done, void *ud)
+{
+	unsigned char rnd[8];
+	char id[40];
+	call *c;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return SR_EIO;
+	snprintf(id, sizeof(id), "h%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	c = call_new(r, id, strlen(id));
+	if (!c)
+		return SR_ENOMEM;
+	if (claim(r, c->id) != SR_OK) {
+		unlink_call(c);
+		call_free(c);
+		return SR_EIO;
+	}
+	c->done = done;
+	c->done_ud = ud;
+	c->tool_name = strdup(tool);
+	c->args = json_is_object(args) ? json_incref(args) : json_object();
+	dispatch(c);
+	return SR_OK;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	sr__relay *r = h->data;
+
+	if (--r->open_handles == 0) {
+		free(r->dir);
+		free(r->journal);
+		free(r);
+	}
+}
+
+void sr__relay_free(sr__relay *r)
+{
+	if (!r)
+		return;
+	r->closing = 1;
+	while (r->calls) {
+		call *c = r->calls;
+		r->calls = c->next;
+		if (c->http) {
+			sr_http_call *h = c->http;
+			c->http = NULL;
+			c->next = NULL;
+			/* on_callback_done sees SR_ECANCELED and frees c; the
+			 * claim stays for a restarted relay to answer. */
+			c->r->calls = c;
+			sr__http_cancel(h);
+			r->calls = r->calls == c ? NULL : r->calls;
+			continue;
+		}
+		call_free(c);
+	}
+	if (r->open_handles == 0) {
+		free(r->dir);
+		free(r->journal);
+		free(r);
+		return;
+	}
+	uv_timer_stop(&r->poll);
+	uv_close((uv_handle_t *)&r->poll, on_handle_closed);
+	if (r->open_handles > 1) {
+		uv_fs_event_stop(&r->watch);
+		uv_close((uv_handle_t *)&r->watch, on_handle_closed);
+	}
+}
