@@ -538,6 +538,15 @@ static void remove_entry(sr__relay *r, const char *name)
 		rmdir(path);
 }
 
+/* "<anything>.req", not hidden: a request, valid or to be rejected. */
+static int is_request_name(const char *name)
+{
+	size_t n = strlen(name), s = strlen(SR_RELAY_REQ_SUFFIX);
+
+	return name[0] != '.' && n > s &&
+	       strcmp(name + n - s, SR_RELAY_REQ_SUFFIX) == 0;
+}
+
 static void take_request(sr__relay *r, const char *name)
 {
 	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
@@ -548,8 +557,15 @@ static void take_request(sr__relay *r, const char *name)
 	call *c;
 	int rc;
 
-	if (name[0] == '.' || id_len == 0)
+	if (name[0] == '.')
 		return;
+	if (id_len == 0) {
+		/* Never rewritten into a valid id: with no valid id there is
+		 * no name to answer under, so the file goes, with an event. */
+		remove_entry(r, name);
+		reject_file(r, name, "invalid request id (ids are 1 to 128 of [A-Za-z0-9_-])");
+		return;
+	}
 	c = call_new(r, name, id_len);
 	if (!c)
 		return;
@@ -615,7 +631,7 @@ static void scan(sr__relay *r)
 		return;
 	/* Collect first: taking a request changes the directory. */
 	while ((e = readdir(d))) {
-		if (!sr_relay_id_of(e->d_name, SR_RELAY_REQ_SUFFIX))
+		if (!is_request_name(e->d_name))
 			continue;
 		if (n == cap) {
 			char **g = realloc(names, (cap = cap ? cap * 2 : 32) * sizeof(*g));
@@ -644,7 +660,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,
 		scan(r);
 		return;
 	}
-	if (sr_relay_id_of(filename, SR_RELAY_REQ_SUFFIX) && filename[0] != '.') {
+	if (is_request_name(filename)) {
 		char path[4096];
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/%s", r->dir, filename);

@@ -73,4 +73,52 @@ static inline void t_wait(sr__ctx *ctx, sr__wait *w)
 	cr_assert(w->done, "operation never completed");
 }
 
+/* Start tests/helpers/callback_server logging calls to log; its URL goes
+ * into url. Returns its pid (kill it with SIGTERM). */
+#include <signal.h>
+#include <sys/wait.h>
+
+static inline pid_t t_callback_server(const char *log, char *url, size_t n)
+{
+	const char *bin = getenv("SANDRUN_CALLBACK_SERVER");
+	char line[256] = "";
+	int fds[2];
+	FILE *f;
+	pid_t pid;
+	char *p, *q;
+
+	cr_assert_not_null(bin, "SANDRUN_CALLBACK_SERVER is not set (run under make check)");
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl(bin, "callback_server", "--log", log, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	cr_assert(fgets(line, sizeof(line), f), "callback server did not start");
+	fclose(f);
+	p = strstr(line, "http://");
+	q = p ? strchr(p, '"') : NULL;
+	cr_assert(p && q);
+	snprintf(url, n, "%.*s", (int)(q - p), p);
+	return pid;
+}
+
+/* Lines in a file (0 when it does not exist). */
+static inline int t_count_lines(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int n = 0, c;
+
+	if (!f)
+		return 0;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
 #endif

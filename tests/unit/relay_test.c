@@ -1,0 +1,521 @@
+/* core/relay.c: the runner side of the relay, driven by request files
+ * written the way the shim (or a hostile sandbox) would write them. */
+#include <sys/stat.h>
+
+#include "harness.h"
+#include "core/relay.h"
+
+static char *dir, relay_dir[4200], journal[4200], calls_log[4200], url[200];
+static pid_t server;
+static sr__ctx ctx;
+static sr__toolset *tools;
+static sr__guard guard;
+static sr__relay *relay;
+static json_t *events;
+
+static void on_event(void *ud, json_t *ev)
+{
+	(void)ud;
+	json_array_append(events, ev);
+}
+
+static void load_tools(const char *extra)
+{
+	char text[4096], err[600];
+	json_t *arr;
+
+	snprintf(text, sizeof(text),
+		 "[{\"name\":\"echo\",\"read_only\":true,\"input_schema\":{\"type\":\"object\",\"required\":[\"text\"]},"
+		 "\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"slow\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\",\"timeout_ms\":300}},"
+		 "{\"name\":\"big\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"err500\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"plain\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"refused\",\"permission\":\"allow\",\"callback\":{\"url\":\"http://127.0.0.1:1/\"}},"
+		 "{\"name\":\"blocked\",\"permission\":\"deny\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"careful\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"}%s]",
+		 url, url, url, url, url, url, url, extra);
+	arr = json_loads(text, 0, NULL);
+	cr_assert_eq(sr__tools_parse(arr, "test", &tools, err, sizeof(err)), SR_OK, "%s", err);
+	json_decref(arr);
+}
+
+static void start_relay(int ask_policy)
+{
+	sr__relay_opts o = { 0 };
+	char err[300];
+
+	o.dir = relay_dir;
+	o.journal = journal;
+	o.tools = tools;
+	o.guard = &guard;
+	o.ask_policy = ask_policy;
+	o.poll_ms = 200;
+	o.event = on_event;
+	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK, "%s", err);
+	cr_assert_eq(sr__relay_start(relay), SR_OK);
+}
+
+static void setup(void)
+{
+	dir = t_tmpdir();
+	snprintf(relay_dir, sizeof(relay_dir), "%s/relay", dir);
+	snprintf(journal, sizeof(journal), "%s/journal", dir);
+	snprintf(calls_log, sizeof(calls_log), "%s/calls.log", dir);
+	mkdir(relay_dir, 0700);
+	server = t_callback_server(calls_log, url, sizeof(url));
+	ctx.loop = uv_default_loop();
+	events = json_array();
+	memset(&guard, 0, sizeof(guard));
+	load_tools("");
+	t_log_capture();
+}
+
+static void teardown(void)
+{
+	sr__relay_free(relay);
+	uv_run(ctx.loop, UV_RUN_NOWAIT);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+}
+
+TestSuite(relay, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Publish a request file the way the shim does: temporary, then rename. */
+static void plant(const char *name, const char *text, size_t len)
+{
+	char tmp[4400], final[4400];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s/.planting.tmp", relay_dir);
+	snprintf(final, sizeof(final), "%s/%s", relay_dir, name);
+	f = fopen(tmp, "w");
+	cr_assert_not_null(f);
+	fwrite(text, 1, len, f);
+	fclose(f);
+	cr_assert_eq(rename(tmp, final), 0);
+}
+
+static void request(const char *id, const char *tool, const char *args)
+{
+	char text[8192], name[200];
+
+	snprintf(text, sizeof(text), "{\"v\":1,\"id\":\"%s\",\"tool\":\"%s\",\"args\":%s}",
+		 id, tool, args);
+	snprintf(name, sizeof(name), "%s.req", id);
+	plant(name, text, strlen(text));
+}
+
+static int exists(const char *name)
+{
+	char path[4400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", relay_dir, name);
+	return lstat(path, &st) == 0;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	(void)t;
+}
+
+/* Run the loop until DIR/<id>.res appears; returns it parsed. */
+static json_t *response(const char *id)
+{
+	char name[200], path[4400];
+	uv_timer_t tick;
+	json_t *res;
+	int i;
+
+	snprintf(name, sizeof(name), "%s.res", id);
+	uv_timer_init(ctx.loop, &tick);
+	uv_timer_start(&tick, on_tick, 10, 10);
+	for (i = 0; i < 1000 && !exists(name); i++)
+		uv_run(ctx.loop, UV_RUN_ONCE);
+	uv_timer_stop(&tick);
+	uv_close((uv_handle_t *)&tick, NULL);
+	uv_run(ctx.loop, UV_RUN_NOWAIT);
+	cr_assert(exists(name), "no response %s", name);
+	snprintf(path, sizeof(path), "%s/%s", relay_dir, name);
+	res = json_load_file(path, 0, NULL);
+	cr_assert_not_null(res);
+	unlink(path);
+	return res;
+}
+
+static void run_for(int ms)
+{
+	uv_timer_t tick;
+	uint64_t end = uv_now(ctx.loop) + (uint64_t)ms;
+
+	uv_timer_init(ctx.loop, &tick);
+	uv_timer_start(&tick, on_tick, 10, 10);
+	while (uv_now(ctx.loop) < end)
+		uv_run(ctx.loop, UV_RUN_ONCE);
+	uv_timer_stop(&tick);
+	uv_close((uv_handle_t *)&tick, NULL);
+	uv_run(ctx.loop, UV_RUN_NOWAIT);
+}
+
+static const char *status(json_t *res)
+{
+	return json_string_value(json_object_get(res, "status"));
+}
+
+static const char *first_text(json_t *res)
+{
+	return json_string_value(json_object_get(json_array_get(json_object_get(
+		json_object_get(res, "result"), "content"), 0), "text"));
+}
+
+static int is_error(json_t *res)
+{
+	return json_is_true(json_object_get(json_object_get(res, "result"), "isError"));
+}
+
+static int has_event(const char *type)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(events, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "type")), type) == 0)
+			return 1;
+	return 0;
+}
+
+static int relay_empty(void)
+{
+	char cmd[4400];
+
+	snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s)\"", relay_dir);
+	return system(cmd) == 0;
+}
+
+Test(relay, a_callback_tool_answers_ok_and_runs_once)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("c1", "echo", "{\"text\":\"hello\"}");
+	res = response("c1");
+	cr_assert_str_eq(status(res), "ok");
+	cr_assert_str_eq(first_text(res), "hello");
+	cr_assert_not(is_error(res));
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	cr_assert(has_event("tool.call") && has_event("tool.result"));
+	cr_assert(relay_empty(), "files left in the relay directory");
+	json_decref(res);
+}
+
+Test(relay, unknown_tool_and_missing_argument_are_errors)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("u1", "nope", "{}");
+	res = response("u1");
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "unknown tool 'nope'"));
+	json_decref(res);
+	request("m1", "echo", "{}");
+	res = response("m1");
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")),
+			 "missing required argument 'text'"));
+	json_decref(res);
+	cr_assert_eq(t_count_lines(calls_log), 0);
+}
+
+Test(relay, truncated_and_non_object_json_are_answered_with_errors)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	plant("t1.req", "{\"v\":1,\"id\":\"t1\",\"to", 19);
+	res = response("t1");
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "not a JSON object"));
+	json_decref(res);
+	plant("t2.req", "[1,2,3]", 7);
+	res = response("t2");
+	cr_assert_str_eq(status(res), "error");
+	json_decref(res);
+	request("t3", "echo", "[1]");
+	res = response("t3");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "args must be an object"));
+	json_decref(res);
+	plant("t4.req", "{\"v\":1,\"id\":\"other\",\"tool\":\"echo\",\"args\":{}}", 45);
+	res = response("t4");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "does not match"));
+	json_decref(res);
+	plant("t5.req", "{\"v\":2,\"id\":\"t5\",\"tool\":\"echo\",\"args\":{}}", 42);
+	res = response("t5");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "version"));
+	json_decref(res);
+	cr_assert_eq(t_count_lines(calls_log), 0);
+}
+
+Test(relay, a_2_mib_request_is_refused_unread)
+{
+	size_t n = 2u << 20;
+	char *big = malloc(n);
+	json_t *res;
+
+	memset(big, ' ', n);
+	memcpy(big, "{\"v\":1}", 7);
+	start_relay(SR_ASK_WAIT);
+	plant("b1.req", big, n);
+	free(big);
+	res = response("b1");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")),
+			 "2097152 bytes, over the limit of 1048576"));
+	cr_assert_not(exists("b1.req"));
+	json_decref(res);
+}
+
+Test(relay, a_planted_symlink_is_not_followed)
+{
+	char link[4400], target[4400];
+	json_t *res;
+
+	snprintf(target, sizeof(target), "%s/secret", dir);
+	t_write(dir, "secret", "{\"v\":1,\"id\":\"s1\",\"tool\":\"echo\",\"args\":{\"text\":\"leak\"}}");
+	snprintf(link, sizeof(link), "%s/s1.req", relay_dir);
+	cr_assert_eq(symlink(target, link), 0);
+	start_relay(SR_ASK_WAIT);
+	res = response("s1");
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "symbolic link"));
+	cr_assert_not(exists("s1.req"), "the link was not removed");
+	cr_assert_eq(access(target, F_OK), 0, "the target was touched");
+	cr_assert_eq(t_count_lines(calls_log), 0);
+	json_decref(res);
+}
+
+Test(relay, a_planted_fifo_does_not_block)
+{
+	char fifo[4400];
+	json_t *res;
+
+	snprintf(fifo, sizeof(fifo), "%s/f1.req", relay_dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	start_relay(SR_ASK_WAIT);
+	res = response("f1");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "not a regular file"));
+	cr_assert_not(exists("f1.req"));
+	json_decref(res);
+}
+
+Test(relay, a_preplanted_response_is_replaced_not_trusted)
+{
+	json_t *res;
+
+	plant("p1.res", "{\"v\":1,\"id\":\"p1\",\"status\":\"ok\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"forged\"}]}}", 91);
+	start_relay(SR_ASK_WAIT);
+	request("p1", "echo", "{\"text\":\"genuine\"}");
+	run_for(300);
+	res = response("p1");
+	cr_assert_str_eq(first_text(res), "genuine");
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	json_decref(res);
+}
+
+Test(relay, invalid_ids_are_rejected_not_rewritten)
+{
+	char name[200];
+
+	memset(name, 'a', 129);
+	strcpy(name + 129, ".req");
+	start_relay(SR_ASK_WAIT);
+	plant("bad id.req", "{}", 2);
+	plant(name, "{}", 2);
+	run_for(400);
+	cr_assert_not(exists("bad id.req"));
+	cr_assert_not(exists(name));
+	cr_assert_not(exists("bad_id.res"), "the id was rewritten");
+	cr_assert(has_event("relay.rejected"));
+	cr_assert_not(exists("bad id.res"));
+	cr_assert_eq(t_count_lines(calls_log), 0);
+}
+
+Test(relay, callback_failures_are_tool_errors)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("e1", "slow", "{\"ms\":2000}");
+	res = response("e1");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "did not answer within 300 ms"), "%s", first_text(res));
+	json_decref(res);
+	request("e2", "err500", "{}");
+	res = response("e2");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "HTTP 500: boom"), "%s", first_text(res));
+	json_decref(res);
+	request("e3", "big", "{}");
+	res = response("e3");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "more than 4194304 bytes"), "%s", first_text(res));
+	json_decref(res);
+	request("e4", "refused", "{}");
+	res = response("e4");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "refused the connection"), "%s", first_text(res));
+	json_decref(res);
+	request("e5", "plain", "{}");
+	res = response("e5");
+	cr_assert_not(is_error(res));
+	cr_assert_str_eq(first_text(res), "plain answer");
+	json_decref(res);
+}
+
+Test(relay, deny_never_reaches_the_callback)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("d1", "blocked", "{}");
+	res = response("d1");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "permission denied"));
+	cr_assert_eq(t_count_lines(calls_log), 0);
+	json_decref(res);
+}
+
+static char asked_id[200];
+
+static void on_ask_event(void *ud, json_t *ev)
+{
+	(void)ud;
+	json_array_append(events, ev);
+	if (strcmp(json_string_value(json_object_get(ev, "type")), "permission.request") == 0)
+		snprintf(asked_id, sizeof(asked_id), "%s",
+			 json_string_value(json_object_get(ev, "call_id")));
+}
+
+Test(relay, ask_waits_for_an_answer)
+{
+	sr__relay_opts o = { 0 };
+	char err[300];
+	json_t *res;
+
+	o.dir = relay_dir;
+	o.journal = journal;
+	o.tools = tools;
+	o.guard = &guard;
+	o.event = on_ask_event;
+	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK);
+	sr__relay_start(relay);
+	request("a1", "careful", "{}");
+	run_for(300);
+	cr_assert_str_eq(asked_id, "a1");
+	cr_assert_not(exists("a1.res"), "answered before the permission");
+	cr_assert_eq(sr__relay_permission(relay, "nope", 1), SR_ENOTFOUND);
+	cr_assert_eq(sr__relay_permission(relay, "a1", 1), SR_OK);
+	res = response("a1");
+	cr_assert_not(is_error(res));
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	json_decref(res);
+	request("a2", "careful", "{}");
+	run_for(300);
+	cr_assert_eq(sr__relay_permission(relay, "a2", 0), SR_OK);
+	res = response("a2");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "did not allow"));
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	json_decref(res);
+}
+
+Test(relay, ask_policies_answer_at_once)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_DENY);
+	request("q1", "careful", "{}");
+	res = response("q1");
+	cr_assert(is_error(res));
+	json_decref(res);
+	sr__relay_set_ask_policy(relay, SR_ASK_APPROVE);
+	request("q2", "careful", "{}");
+	res = response("q2");
+	cr_assert_not(is_error(res));
+	json_decref(res);
+	cr_assert_eq(t_count_lines(calls_log), 1);
+}
+
+Test(relay, client_tools_pause_and_surface)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("k1", "pick", "{\"choice\":1}");
+	res = response("k1");
+	cr_assert_str_eq(status(res), "paused");
+	cr_assert(has_event("client_tool.call"));
+	cr_assert_eq(t_count_lines(calls_log), 0);
+	json_decref(res);
+}
+
+Test(relay, an_interrupted_claim_is_answered_not_rerun)
+{
+	char claim[4400];
+	json_t *res;
+
+	mkdir(journal, 0700);
+	snprintf(claim, sizeof(claim), "%s/i1.claim", journal);
+	t_write(journal, "i1.claim", "");
+	request("i1", "echo", "{\"text\":\"again?\"}");
+	start_relay(SR_ASK_WAIT);
+	res = response("i1");
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "interrupted"));
+	cr_assert_not(exists("i1.req"));
+	cr_assert_neq(access(claim, F_OK), 0);
+	run_for(300);
+	cr_assert_eq(t_count_lines(calls_log), 0, "the interrupted call ran again");
+	cr_assert(has_event("tool.interrupted"));
+	json_decref(res);
+}
+
+Test(relay, sweep_removes_stale_files_only)
+{
+	start_relay(SR_ASK_WAIT);
+	sr__relay_free(relay);
+	relay = NULL;
+	uv_run(ctx.loop, UV_RUN_NOWAIT);
+	plant("old.res", "{}", 2);
+	plant(".x.req.tmp", "{}", 2);
+	t_write(relay_dir, "keep.txt", "not ours");
+	start_relay(SR_ASK_WAIT);
+	cr_assert_eq(sr__relay_sweep(relay), SR_OK);
+	cr_assert_not(exists("old.res"));
+	cr_assert_not(exists(".x.req.tmp"));
+	cr_assert(exists("keep.txt"));
+}
+
+static json_t *inproc;
+
+static void on_inproc(void *ud, json_t *response)
+{
+	(void)ud;
+	inproc = json_incref(response);
+}
+
+Test(relay, in_process_calls_take_the_same_path)
+{
+	json_t *args = json_pack("{s:s}", "text", "direct");
+
+	start_relay(SR_ASK_WAIT);
+	cr_assert_eq(sr__relay_call(relay, "echo", args, on_inproc, NULL), SR_OK);
+	while (!inproc)
+		uv_run(ctx.loop, UV_RUN_ONCE);
+	cr_assert_str_eq(status(inproc), "ok");
+	cr_assert_str_eq(first_text(inproc), "direct");
+	cr_assert(relay_empty());
+	json_decref(inproc);
+	json_decref(args);
+}
