@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/input.h"
 #include "core/log.h"
 #include "core/provider.h"
 
@@ -168,9 +169,7 @@ typedef struct run {
 	int exited;
 	int code;
 	uv_signal_t sigint, sigterm;
-	uv_fs_t read_req;
-	char buf[65536];
-	int stdin_done;
+	sr__input *input;
 } run;
 
 static void out_chunk(void *ud, const void *data, size_t len)
@@ -195,8 +194,8 @@ static void on_exit_ch(void *ud, int status, int sig)
 	r->code = sig ? 128 + sig : status;
 	uv_signal_stop(&r->sigint);
 	uv_signal_stop(&r->sigterm);
-	if (!r->stdin_done)
-		uv_cancel((uv_req_t *)&r->read_req);
+	sr__input_stop(r->input);
+	r->input = NULL;
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -206,22 +205,18 @@ static void on_signal(uv_signal_t *s, int signum)
 	sr__provider_channel_signal(r->p, r->req, signum);
 }
 
-static void on_stdin(uv_fs_t *req)
+static void on_stdin(void *ud, const char *data, size_t n)
 {
-	run *r = req->data;
-	ssize_t n = req->result;
-	uv_buf_t b;
+	run *r = ud;
 
-	uv_fs_req_cleanup(req);
-	if (r->exited || n <= 0) {
-		r->stdin_done = 1;
-		if (!r->exited)
-			sr__provider_channel_close_input(r->p, r->req);
+	if (r->exited)
+		return;
+	if (n == 0) {
+		r->input = NULL; /* the reader frees itself at the end */
+		sr__provider_channel_close_input(r->p, r->req);
 		return;
 	}
-	sr__provider_channel_write(r->p, r->req, r->buf, (size_t)n);
-	b = uv_buf_init(r->buf, sizeof(r->buf));
-	uv_fs_read(r->ctx->loop, &r->read_req, 0, &b, 1, -1, on_stdin);
+	sr__provider_channel_write(r->p, r->req, data, n);
 }
 
 static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,
@@ -248,21 +243,16 @@ static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,
 	r.sigint.data = r.sigterm.data = &r;
 	uv_signal_start(&r.sigint, on_signal, SIGINT);
 	uv_signal_start(&r.sigterm, on_signal, SIGTERM);
-	if (o->interactive) {
-		uv_buf_t b = uv_buf_init(r.buf, sizeof(r.buf));
-		r.read_req.data = &r;
-		uv_fs_read(ctx->loop, &r.read_req, 0, &b, 1, -1, on_stdin);
-	} else {
-		r.stdin_done = 1;
+	if (o->interactive)
+		sr__input_start(ctx->loop, 0, on_stdin, &r, &r.input);
+	else
 		sr__provider_channel_close_input(p, r.req);
-	}
 	while (!r.exited && uv_run(ctx->loop, UV_RUN_ONCE))
 		;
+	sr__input_stop(r.input);
 	uv_close((uv_handle_t *)&r.sigint, NULL);
 	uv_close((uv_handle_t *)&r.sigterm, NULL);
-	/* A read of a terminal cannot be cancelled: leave it to exit. */
-	if (r.stdin_done)
-		uv_run(ctx->loop, UV_RUN_NOWAIT);
+	uv_run(ctx->loop, UV_RUN_NOWAIT);
 	return r.exited ? r.code : SR_EXIT_FAIL;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/input.h"
 #include "core/log.h"
 #include "core/mcp_http.h"
 #include "core/relay.h"
@@ -50,8 +51,7 @@ typedef struct serve {
 	sr__relay *relay;
 	sr__mcp_http *http;
 	uv_signal_t sigterm, sigint;
-	uv_fs_t read_req;
-	char buf[65536];
+	sr__input *input;
 	char *line;
 	size_t line_len;
 	int stopping;
@@ -90,30 +90,27 @@ static void control_line(serve *s, const char *line)
 	json_decref(msg);
 }
 
-static void on_stdin(uv_fs_t *req)
+static void on_stdin(void *ud, const char *data, size_t n)
 {
-	serve *s = req->data;
-	ssize_t n = req->result;
-	uv_buf_t b;
+	serve *s = ud;
 
-	uv_fs_req_cleanup(req);
 	if (s->stopping)
 		return;
-	if (n <= 0) {
+	if (n == 0) {
 		json_t *ev = json_pack("{s:s}", "type", "control.closed");
+		s->input = NULL; /* the reader frees itself at the end */
 		print_event(s, ev);
 		json_decref(ev);
 		sr__relay_set_ask_policy(s->relay, SR_ASK_DENY);
 		return;
 	}
-	for (ssize_t i = 0; i < n; i++) {
-		char ch = s->buf[i];
+	for (size_t i = 0; i < n; i++) {
+		char ch = data[i];
 		if (ch == '\n') {
-			char *l = s->line ? s->line : "";
-			if (s->line)
+			if (s->line_len) {
 				s->line[s->line_len] = 0;
-			if (*l)
-				control_line(s, l);
+				control_line(s, s->line);
+			}
 			s->line_len = 0;
 			continue;
 		}
@@ -125,8 +122,6 @@ static void on_stdin(uv_fs_t *req)
 			s->line[s->line_len++] = ch;
 		}
 	}
-	b = uv_buf_init(s->buf, sizeof(s->buf));
-	uv_fs_read(s->ctx.loop, &s->read_req, 0, &b, 1, -1, on_stdin);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -135,6 +130,8 @@ static void on_signal(uv_signal_t *h, int signum)
 
 	(void)signum;
 	s->stopping = 1;
+	sr__input_stop(s->input);
+	s->input = NULL;
 	uv_signal_stop(&s->sigterm);
 	uv_signal_stop(&s->sigint);
 	sr__relay_free(s->relay);
@@ -179,7 +176,6 @@ static int run_serve(serve *s, const char *relay_dir, const char *journal,
 	sr__relay_opts o;
 	char err[512], *own_journal = NULL;
 	json_t *ev;
-	uv_buf_t b;
 
 	memset(&o, 0, sizeof(o));
 	if (sr__mkdirs(relay_dir, 0700) != SR_OK) {
@@ -235,9 +231,7 @@ static int run_serve(serve *s, const char *relay_dir, const char *journal,
 	s->sigterm.data = s->sigint.data = s;
 	uv_signal_start(&s->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&s->sigint, on_signal, SIGINT);
-	s->read_req.data = s;
-	b = uv_buf_init(s->buf, sizeof(s->buf));
-	uv_fs_read(s->ctx.loop, &s->read_req, 0, &b, 1, -1, on_stdin);
+	sr__input_start(s->ctx.loop, 0, on_stdin, s, &s->input);
 	uv_run(s->ctx.loop, UV_RUN_DEFAULT);
 	return SR_EXIT_OK;
 }

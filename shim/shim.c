@@ -511,6 +511,17 @@ static int serve_mcp(void)
 		handle_message(line, (size_t)n);
 	}
 	free(line);
+	/* The client closed stdin: finish the calls in flight so that their
+	 * answers are written (each is bounded by the call timeout). */
+	for (;;) {
+		int left;
+		pthread_mutex_lock(&count_lock);
+		left = inflight;
+		pthread_mutex_unlock(&count_lock);
+		if (left == 0)
+			break;
+		usleep(5000);
+	}
 	return 0;
 }
 

@@ -33,3 +33,58 @@ finish() {
 	echo "# $checks checks, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+
+# ---- tool delivery: a callback server, a tools file, a relay runner ----
+# start_callbacks: starts tests/helpers/callback_server; sets CB_URL, CB_LOG.
+start_callbacks() {
+	CB_LOG="$T/calls.log"
+	"$SANDRUN_CALLBACK_SERVER" --log "$CB_LOG" >"$T/cb.out" &
+	CB_PID=$!
+	for _ in $(seq 100); do [ -s "$T/cb.out" ] && break; sleep 0.05; done
+	CB_URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/cb.out")
+	: >"$CB_LOG"
+}
+# write_tools FILE: echo, fail, noop, slow, pick (client), careful (asks)
+write_tools() {
+	cat >"$1" <<JSON
+[{"name":"echo","description":"Echo the text back","permission":"allow",
+  "input_schema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},
+  "callback":{"url":"$CB_URL"}},
+ {"name":"fail","description":"Always fails","permission":"allow",
+  "input_schema":{"type":"object","properties":{}},"callback":{"url":"$CB_URL"}},
+ {"name":"noop","description":"Does nothing","read_only":true,
+  "input_schema":{"type":"object","properties":{}},"callback":{"url":"$CB_URL"}},
+ {"name":"slow","permission":"allow","callback":{"url":"$CB_URL","timeout_ms":20000}},
+ {"name":"pick","kind":"client","permission":"allow"},
+ {"name":"careful","callback":{"url":"$CB_URL"}}]
+JSON
+}
+# start_serve [ARGS...]: sandrun tools serve on $T/relay, its events
+# appended to $T/events, its stdin held open; sets SERVE_PID, MCP_URL,
+# MCP_TOKEN.
+start_serve() {
+	RELAY="$T/relay"
+	[ -p "$T/ctl" ] || mkfifo "$T/ctl"
+	sleep 600 >"$T/ctl" &
+	CTL_PID=$!
+	ready=$(grep -c relay.ready "$T/events" 2>/dev/null || true)
+	"$SANDRUN_BIN" tools serve --tools "$T/tools.json" --relay-dir "$RELAY" \
+		--journal "$T/journal" --specs-out "$T/specs.json" "$@" \
+		<"$T/ctl" >>"$T/events" 2>>"$T/serve.err" &
+	SERVE_PID=$!
+	for _ in $(seq 200); do
+		[ "$(grep -c relay.ready "$T/events" 2>/dev/null)" -gt "${ready:-0}" ] && break
+		sleep 0.05
+	done
+	MCP_URL=$(sed -n 's/.*"type":"mcp.http","url":"\([^"]*\)".*/\1/p' "$T/events" | tail -n 1)
+	MCP_TOKEN=$(sed -n 's/.*"type":"mcp.http".*"token":"\([^"]*\)".*/\1/p' "$T/events" | tail -n 1)
+}
+stop_serve() {
+	kill "${1:--TERM}" "$SERVE_PID" 2>/dev/null
+	wait "$SERVE_PID" 2>/dev/null
+	kill "$CTL_PID" 2>/dev/null
+}
+stop_callbacks() {
+	kill "$CB_PID" 2>/dev/null
+	wait "$CB_PID" 2>/dev/null
+}

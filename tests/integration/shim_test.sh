@@ -1,0 +1,74 @@
+#!/bin/sh
+# sandrun-shim against a running relay: MCP over stdio and one-shot calls.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+SHIM=$SANDRUN_SHIM
+start_callbacks
+write_tools "$T/tools.json"
+start_serve
+trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+
+file "$SHIM" | grep -q "statically linked" && ok "shim is static" || fail "shim is static"
+test "$(stat -c %s "$SHIM")" -lt 1572864 && ok "shim under 1.5 MB" || fail "shim under 1.5 MB"
+expect "--help" 0 "$SHIM" --help
+grep_in "--help documents exit codes" "$T/out" "3 no answer in time"
+expect "no relay directory is a usage error" 2 env -u SANDRUN_RELAY_DIR "$SHIM" call noop
+expect "a missing relay directory" 5 "$SHIM" call --relay-dir "$T/none" noop
+
+# one-shot calls
+expect "call ok" 0 "$SHIM" call --relay-dir "$RELAY" echo '{"text":"hi there"}'
+grep_in "call prints the text" "$T/out" "^hi there$"
+echo '{"text":"from stdin"}' | expect "arguments from stdin" 0 "$SHIM" call --relay-dir "$RELAY" echo
+grep_in "stdin arguments used" "$T/out" "^from stdin$"
+expect "tool error exits 1" 1 "$SHIM" call --relay-dir "$RELAY" fail '{}'
+expect "unknown tool exits 1" 1 "$SHIM" call --relay-dir "$RELAY" nosuch '{}'
+grep_in "unknown tool named" "$T/err" "unknown tool 'nosuch'"
+expect "paused exits 4" 4 "$SHIM" call --relay-dir "$RELAY" pick '{}'
+expect "bad arguments exit 2" 2 "$SHIM" call --relay-dir "$RELAY" echo '[1]'
+mkdir "$T/dead"
+SANDRUN_SHIM_TIMEOUT_MS=300 expect "no runner: timeout exits 3" 3 "$SHIM" call --relay-dir "$T/dead" noop '{}'
+grep_in "withdrawn" "$T/err" "withdrawn"
+test -z "$(ls -A "$T/dead")" && ok "timed-out request withdrawn" || fail "timed-out request withdrawn"
+
+# MCP over stdio
+mcp() { "$SHIM" mcp --specs "$T/specs.json" --relay-dir "$RELAY" >"$T/mcp.out" 2>"$T/mcp.err"; }
+line() { grep -F "\"id\":$1," "$T/mcp.out"; }
+printf '%s\n' \
+ '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}' \
+ '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2030-01-01"}}' \
+ '{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}' \
+ 'this is not json' \
+ '{"jsonrpc":"2.0","id":4,"method":"ping"}' \
+ '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+ '{"jsonrpc":"2.0","id":5,"method":"no/such"}' \
+ '[{"jsonrpc":"2.0","id":6,"method":"ping"}]' \
+ '{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"echo","arguments":{"text":"zero"}}}' \
+ '{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"nope"}}' | mcp
+line 1 | grep -q '"protocolVersion":"2024-11-05"' && ok "known version echoed" || fail "known version echoed"
+line 2 | grep -q '"protocolVersion":"2025-11-25"' && ok "unknown version: latest" || fail "unknown version: latest"
+line 3 | grep -q '"code":-32601' && ok "server/discover answered -32601" || fail "server/discover answered -32601"
+grep -q '"id":null,"error":{"code":-32700' "$T/mcp.out" && ok "bad line -32700" || fail "bad line -32700"
+line 4 | grep -q '"result":{}' && ok "ping after a bad line" || fail "ping after a bad line"
+line 5 | grep -q '"code":-32601' && ok "unknown method -32601" || fail "unknown method -32601"
+grep -q '"code":-32600' "$T/mcp.out" && ok "batch refused -32600" || fail "batch refused -32600"
+line 0 | grep -q '"text":"zero"' && ok "id 0 call answered" || fail "id 0 call answered"
+grep -F '"id":"s",' "$T/mcp.out" | grep -q -- '-32602' && ok "unknown tool -32602" || fail "unknown tool -32602"
+test "$(wc -l <"$T/mcp.out")" -eq 9 && ok "notification not answered" || fail "notification not answered ($(wc -l <"$T/mcp.out") lines)"
+
+# pagination
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' \
+ '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"4"}}' \
+ '{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"x"}}' | SANDRUN_SHIM_PAGE_SIZE=4 mcp
+line 1 | grep -q '"nextCursor":"4"' && ok "first page has a cursor" || fail "first page has a cursor"
+line 2 | grep -q '"name":"careful"' && ! line 2 | grep -q nextCursor && ok "last page" || fail "last page"
+line 3 | grep -q -- '-32602' && ok "invalid cursor -32602" || fail "invalid cursor -32602"
+
+# a slow call does not hold up ping, tools/list or another call
+{ echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1500}}}'
+  sleep 0.3
+  echo '{"jsonrpc":"2.0","id":2,"method":"ping"}'
+  echo '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"fast"}}}'
+  sleep 2.5; } | mcp
+first=$(head -n 1 "$T/mcp.out" | sed 's/.*"id":\([0-9]*\).*/\1/')
+last=$(tail -n 1 "$T/mcp.out" | sed 's/.*"id":\([0-9]*\).*/\1/')
+[ "$first" != 1 ] && [ "$last" = 1 ] && ok "slow call answered last" || fail "slow call answered last (order: $(cut -c1-40 "$T/mcp.out" | tr '\n' ' '))"
+finish
