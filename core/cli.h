@@ -39,5 +39,7 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path);
 int sr__cmd_sandbox(int argc, char **argv, const char *config_path);
 int sr__cmd_exec(int argc, char **argv, const char *config_path);
 int sr__cmd_tools(int argc, char **argv, const char *config_path);
+int sr__cmd_run(int argc, char **argv, const char *config_path);
+int sr__cmd_install_harness(int argc, char **argv, const char *config_path);
 
 #endif

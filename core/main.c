@@ -17,6 +17,8 @@ static void usage(FILE *out)
 		"Run coding agents in sandboxes.\n"
 		"\n"
 		"Commands:\n"
+		"  run [OPTIONS] PROMPT      run one turn of a coding agent in a sandbox\n"
+		"  install-harness NAME      install a harness's ACP adapter from npm\n"
 		"  plugins [--json]          list the plugins found and the files rejected\n"
 		"  doctor                    check the configuration and the configured plugins\n"
 		"  exec [OPTIONS] -- CMD...  run one command in a new sandbox, then remove it\n"
@@ -78,6 +80,10 @@ int main(int argc, char **argv)
 		return sr__cmd_sandbox(argc, argv, config_path);
 	if (strcmp(cmd, "exec") == 0)
 		return sr__cmd_exec(argc, argv, config_path);
+	if (strcmp(cmd, "install-harness") == 0)
+		return sr__cmd_install_harness(argc, argv, config_path);
+	if (strcmp(cmd, "run") == 0)
+		return sr__cmd_run(argc, argv, config_path);
 	if (strcmp(cmd, "tools") == 0)
 		return sr__cmd_tools(argc, argv, config_path);
 	if (strcmp(cmd, "help") == 0) {

@@ -301,7 +301,9 @@ typedef struct sr_provider_ops {
 
 	/* SR_CAP_* flags. Synchronous and cheap. */
 	uint32_t (*capabilities)(void *self);
-	/* json: {"id": "...", "workspace": "/abs/path"} */
+	/* json: {"id", "workspace", "home"} (absolute paths inside the
+	 * sandbox), and for a provider without SR_CAP_REMOTE "root": the
+	 * sandbox's directory on the runner's host. */
 	int (*create)(void *self, uint64_t req, const sr_sandbox_spec *spec,
 		      sr_done_fn done, void *ud);
 	/* Find a sandbox by id (also one created by an earlier runner

@@ -206,10 +206,13 @@ static const char *policy_unenforceable(const local *lp,
 	return NULL;
 }
 
+/* "root" is where the sandbox lives on the runner's host: the core puts the
+ * relay directory and tool specs there (outside the workspace). */
 static void result_json(const local *lp, const char *id, char *buf, size_t n)
 {
-	snprintf(buf, n, "{\"id\":\"%s\",\"workspace\":\"%s/%s/workspace\"}",
-		 id, lp->root, id);
+	snprintf(buf, n, "{\"id\":\"%s\",\"workspace\":\"%s/%s/workspace\","
+		 "\"home\":\"%s/%s/home\",\"root\":\"%s/%s\"}",
+		 id, lp->root, id, lp->root, id, lp->root, id);
 }
 
 /* --------------------------------------------------------------- work */

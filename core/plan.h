@@ -1,0 +1,33 @@
+/* Plan gates: a run that cannot work is refused before any sandbox
+ * exists, each with a fixed code and message (see sandrun(1)). */
+#ifndef SR_CORE_PLAN_H
+#define SR_CORE_PLAN_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct sr__plan {
+	const char *prompt;
+	const char *provider_name;
+	int provider_loaded;
+	uint32_t provider_caps;
+	const char *harness_name;
+	int harness_loaded;
+	int harness_enabled;
+	json_t *harness_tools;   /* describe's "tools" array, borrowed */
+	int network;             /* SR_NET_* */
+	int enforcement_strict;  /* 1 strict, 0 best_effort */
+	int has_tools;           /* platform tools that execute runner-side */
+	json_t *user_mcp;        /* array of ACP mcpServers entries, or NULL */
+	const char *const *mcp_allow_hosts; /* operator allow-list */
+} sr__plan;
+
+/* SR_OK, or SR_EPERM with the gate's code (a static string) and a message. */
+int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n);
+
+/* The SSRF guard for user MCP URLs: https only, no private, loopback or
+ * link-local literal addresses, unless the host is allow-listed. */
+int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
+			char *why, size_t n);
+
+#endif
