@@ -61,6 +61,7 @@ struct sr__run {
 	uint64_t chan;          /* the adapter's channel (exec req) */
 	int agent_running;
 	int load_session;       /* the agent can session/load */
+	int loading;            /* session/load sent: updates are history */
 	char tail[STDERR_TAIL]; /* the adapter's stderr, last bytes */
 	size_t tail_len;
 	perm *perms;
@@ -229,10 +230,8 @@ static void teardown(sr__run *r)
 	if (r->tearing_down)
 		return;
 	r->tearing_down = 1;
-	if (r->acp) {
-		sr__acp_free(r->acp);
-		r->acp = NULL;
-	}
+	/* The ACP object stays until run_free: teardown may be running inside
+	 * one of its callbacks. Nothing more is fed to it or sent through it. */
 	if (r->agent_running) {
 		sr__provider_channel_close_input(r->provider, r->chan);
 		sr__provider_channel_signal(r->provider, r->chan, SIGTERM);
@@ -268,7 +267,7 @@ static int acp_write(void *ud, const char *data, size_t len)
 {
 	sr__run *r = ud;
 
-	if (!r->agent_running)
+	if (!r->agent_running || r->tearing_down)
 		return SR_ESTATE;
 	return sr__provider_channel_write(r->provider, r->chan, data, len);
 }
@@ -277,7 +276,7 @@ static void on_agent_stdout(void *ud, const void *data, size_t len)
 {
 	sr__run *r = ud;
 
-	if (len && r->acp)
+	if (len && r->acp && !r->tearing_down)
 		sr__acp_feed(r->acp, data, len);
 }
 
@@ -307,8 +306,6 @@ static void on_agent_exit(void *ud, int status, int sig)
 
 	r->agent_running = 0;
 	stop_kill_timer(r);
-	if (r->acp)
-		sr__acp_closed(r->acp, "the agent exited");
 	if (!r->phase_done && r->cancelling) {
 		end_turn(r, "cancelled");
 		return;
@@ -346,7 +343,7 @@ static void answer_permission(sr__run *r, json_t *acp_id, json_t *options,
 
 	if (!opt)
 		opt = pick_option(options, allow ? "allow_always" : "reject_always");
-	if (!r->acp)
+	if (!r->acp || r->tearing_down)
 		return;
 	if (!opt)
 		sr__acp_respond(r->acp, acp_id, json_pack("{s:{s:s}}", "outcome",
@@ -459,7 +456,7 @@ static void on_fs_done(void *ud, const sr_result *res)
 	fs_req *f = ud;
 	sr__run *r = f->r;
 
-	if (r->acp) {
+	if (r->acp && !r->tearing_down) {
 		if (res->status != SR_OK) {
 			sr__acp_respond_error(r->acp, f->id, -32603, res->message ? res->message :
 					      sr__strerror(res->status));
@@ -543,12 +540,18 @@ static void on_update(sr__run *r, json_t *update)
 
 	if (!kind)
 		return;
+	if (r->loading) {
+		/* session/load replays the conversation before it answers. */
+		if ((strcmp(kind, "agent_message_chunk") == 0 ||
+		     strcmp(kind, "user_message_chunk") == 0) && text)
+			emit(r, json_pack("{s:s, s:s, s:s}", "type", "agent.history", "role",
+					  kind[0] == 'a' ? "agent" : "user", "text", text));
+		return;
+	}
 	if (strcmp(kind, "agent_message_chunk") == 0 && text) {
 		emit(r, json_pack("{s:s, s:s}", "type", "agent.message", "text", text));
 	} else if (strcmp(kind, "agent_thought_chunk") == 0 && text) {
 		emit(r, json_pack("{s:s, s:s}", "type", "agent.thought", "text", text));
-	} else if (strcmp(kind, "user_message_chunk") == 0) {
-		emit(r, json_pack("{s:s, s:s}", "type", "agent.history", "text", text ? text : ""));
 	} else if (strcmp(kind, "tool_call") == 0 || strcmp(kind, "tool_call_update") == 0) {
 		json_t *ev = json_pack("{s:s, s:O}", "type",
 				       strcmp(kind, "tool_call") == 0 ? "agent.tool_call" :
@@ -650,6 +653,7 @@ static void on_session(void *ud, json_t *result, json_t *error, const char *mess
 	sr__run *r = ud;
 	const char *sid = json_string_value(json_object_get(result, "sessionId"));
 
+	r->loading = 0;
 	if (error || message) {
 		fail(r, message ? "agent_timeout" : "session_failed", "%s failed: %s",
 		     r->resumed && r->load_session ? "session/load" : "session/new",
@@ -706,6 +710,7 @@ static void on_initialize(void *ud, json_t *result, json_t *error, const char *m
 	json_decref(rj);
 	if (r->resumed && r->load_session && r->acp_session) {
 		method = "session/load";
+		r->loading = 1;
 		params = json_pack("{s:s, s:s, s:o}", "sessionId", r->acp_session, "cwd",
 				   r->workspace, "mcpServers", servers);
 	} else {

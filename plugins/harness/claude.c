@@ -55,6 +55,9 @@ static int c_prepare(void *self, uint64_t req, const char *run_json,
 	if (json_is_true(json_object_get(run, "as_root")))
 		sr_harness_env(env, "IS_SANDBOX", "1");
 	sr_harness_env(env, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+	/* After each turn Claude Code would replay the whole conversation to
+	 * suggest a next prompt: traffic and cost for nothing here. */
+	sr_harness_env(env, "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION", "false");
 	/* Otherwise MCP tools hide behind a ToolSearch tool. */
 	sr_harness_env(env, "ENABLE_TOOL_SEARCH", "false");
 	if (model)

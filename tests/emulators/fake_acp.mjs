@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+// A deliberately misbehaving ACP agent for sandrun's failure tests.
+// FAKE_ACP_MODE selects the behaviour:
+//   silent          reads everything, answers nothing (initialize never ends)
+//   exit_mid_turn   answers initialize and session/new, then dies in the
+//                   prompt with a message on stderr
+//   fs              in the prompt, asks to read a file inside the workspace,
+//                   /etc/hostname and a ../ escape, and to write outside; it
+//                   reports what it got as one agent_message_chunk (JSON)
+//   cancel          the prompt waits until session/cancel, then ends
+//                   with stopReason "cancelled"
+// Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
+import { createInterface } from 'node:readline';
+
+const mode = process.env.FAKE_ACP_MODE || 'silent';
+let nextId = 0;
+const waiting = new Map();
+let cwd = '/';
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
+const request = (method, params) => new Promise((resolve) => {
+  const id = nextId++;
+  waiting.set(id, resolve);
+  send({ id, method, params });
+});
+
+async function prompt(id, sessionId) {
+  if (mode === 'exit_mid_turn') {
+    process.stderr.write('fake agent: the model backend crashed\n');
+    process.exit(3);
+  }
+  if (mode === 'fs') {
+    const results = {};
+    for (const [k, path] of [['inside', `${cwd}/inside.txt`], ['outside', '/etc/hostname'],
+                              ['escape', `${cwd}/../meta.json`]]) {
+      results[k] = await request('fs/read_text_file', { sessionId, path });
+    }
+    results.write_outside = await request('fs/write_text_file',
+      { sessionId, path: '/tmp/sandrun-fake-acp-outside.txt', content: 'x' });
+    results.write_inside = await request('fs/write_text_file',
+      { sessionId, path: `${cwd}/written.txt`, content: 'written by the agent' });
+    send({ method: 'session/update', params: { sessionId, update: {
+      sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: JSON.stringify(results) } } } });
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode === 'cancel') {
+    send({ method: 'session/update', params: { sessionId, update: {
+      sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'working...' } } } });
+    cancelPrompt = () => send({ id, result: { stopReason: 'cancelled' } });
+  }
+}
+let cancelPrompt = null;
+
+createInterface({ input: process.stdin }).on('line', (line) => {
+  let m;
+  try { m = JSON.parse(line); } catch { return; }
+  if (m.id !== undefined && !m.method) {            // an answer to our request
+    waiting.get(m.id)?.(m.error ? { error: m.error.message } : { result: m.result });
+    waiting.delete(m.id);
+    return;
+  }
+  if (mode === 'silent') return;
+  switch (m.method) {
+    case 'initialize':
+      send({ id: m.id, result: { protocolVersion: 1, agentCapabilities: { loadSession: false } } });
+      break;
+    case 'session/new':
+      cwd = m.params.cwd;
+      send({ id: m.id, result: { sessionId: 'fake-session' } });
+      break;
+    case 'session/prompt':
+      prompt(m.id, m.params.sessionId);
+      break;
+    case 'session/cancel':
+      cancelPrompt?.();
+      break;
+    default:
+      if (m.id !== undefined) send({ id: m.id, error: { code: -32601, message: 'no' } });
+  }
+});

@@ -1,0 +1,67 @@
+#!/bin/sh
+# sandrun run without a real agent: every plan gate refuses before any
+# sandbox exists, and a misbehaving agent (tests/emulators/fake_acp.mjs)
+# fails the run clearly, never hangs.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+export SANDRUN_RUNNER_HARNESSES=claude,pi
+boxes="$T/state/plugins/provider.local/sandboxes"
+count() { ls "$boxes" 2>/dev/null | wc -l; }
+
+gate() { # gate NAME CODE ARGS...
+	name=$1 code=$2
+	shift 2
+	before=$(count)
+	expect "$name refused (exit 5)" 5 "$S" run --json "$@"
+	grep_in "$name: code $code" "$T/out" "\"code\":\"$code\""
+	[ "$(count)" = "$before" ] && ok "$name: no sandbox made" || fail "$name: no sandbox made"
+}
+start_callbacks
+write_tools "$T/tools.json"
+printf '[{"name":"docs","type":"http","url":"https://10.1.2.3/mcp","headers":[]}]' >"$T/private.json"
+printf '[{"name":"sandrun-tools","command":"x","args":[],"env":[]}]' >"$T/reserved.json"
+printf '[{"name":"docs","type":"http","url":"https://docs.example.com/mcp","headers":[]}]' >"$T/ok.json"
+printf '[{"name":"a","kind":"magic"}]' >"$T/bad-tools.json"
+
+gate "empty prompt" no_prompt ""
+SANDRUN_RUNNER_PROVIDER=nosuch gate "missing provider" provider_not_enabled hi
+gate "harness not enabled" harness_not_enabled --harness codex hi
+SANDRUN_PROVIDER_LOCAL_BWRAP=off gate "network off without bwrap" network_unenforceable --network off hi
+gate "tools with a strict restricted network" tools_bypass_network --network off --tools "$T/tools.json" hi
+gate "MCP servers on pi" mcp_unsupported --harness pi --mcp-servers "$T/ok.json" hi
+gate "reserved MCP server name" mcp_server_reserved --mcp-servers "$T/reserved.json" hi
+gate "private MCP URL" mcp_url_refused --mcp-servers "$T/private.json" hi
+gate "unknown session" unknown_session --session ses-0000000000000000 hi
+gate "bad session id" unknown_session --session ../../etc hi
+gate "invalid tools file" tools_invalid --tools "$T/bad-tools.json" hi
+expect "no prompt at all is a usage error" 2 "$S" run
+expect "--help documents the gates' exit code" 0 "$S" run --help
+grep_in "help: exit 5" "$T/out" "5 refused before any sandbox existed"
+
+# A misbehaving agent in place of the adapter.
+export SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
+start=$(date +%s)
+SANDRUN_ACP_TIMEOUT_MS=1500 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=silent \
+	expect "an agent that never answers initialize" 6 "$S" run --json go
+grep_in "bounded wait, clear error" "$T/out" '"code":"agent_timeout".*initialize'
+[ $(( $(date +%s) - start )) -lt 10 ] && ok "the wait is bounded" || fail "the wait is bounded"
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=exit_mid_turn \
+	expect "an agent that exits mid-turn" 6 "$S" run --json go
+grep_in "run.failed agent_exited" "$T/out" '"code":"agent_exited"'
+grep_in "with the tail of its stderr" "$T/out" '"stderr_tail":"fake agent: the model backend crashed'
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=fs expect "fs requests" 0 "$S" run --json go
+grep_in "outside the workspace refused" "$T/out" "'/etc/hostname' is outside the workspace"
+grep_in "../ escape refused" "$T/out" "meta.json' is outside the workspace"
+grep_in "writing outside refused" "$T/out" "sandrun-fake-acp-outside.txt' is outside the workspace"
+test ! -e /tmp/sandrun-fake-acp-outside.txt && ok "nothing written outside" || fail "nothing written outside"
+grep_in "writing inside works" "$T/out" '\\"write_inside\\":{\\"result\\":null}'
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=cancel "$S" run --json go >"$T/out" 2>"$T/err" &
+pid=$!
+for _ in $(seq 100); do grep -q agent.message "$T/out" && break; sleep 0.05; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+[ "$rc" -eq 130 ] && ok "Ctrl-C: exit 130" || fail "Ctrl-C: exit 130 (got $rc)"
+grep_in "Ctrl-C: session/cancel ends the turn" "$T/out" '"stop_reason":"cancelled"'
+stop_callbacks
+finish
