@@ -1085,7 +1085,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	sr__plan plan;
 	sr__wait w = { 0 };
 	const char *code, *state;
-	char msg[1024], hbuf[64], err[600];
+	char msg[1024], hbuf[64] = "", err[600];
 	int rc;
 
 	*out = NULL;
@@ -1095,6 +1095,17 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	if (!r->o.acp_timeout_ms)
 		r->o.acp_timeout_ms = DEFAULT_ACP_TIMEOUT_MS;
 	r->t0 = r->t_phase = uv_now(ctx->loop);
+	/* Resuming: the session's own harness, unless one is named. */
+	if (!r->o.harness && o->session && sr__ctx_state_dir(ctx)) {
+		json_t *rec = NULL;
+		if (sr__session_load(sr__ctx_state_dir(ctx), o->session, &rec) == SR_OK &&
+		    json_string_value(json_object_get(rec, "harness")))
+			snprintf(hbuf, sizeof(hbuf), "%s",
+				 json_string_value(json_object_get(rec, "harness")));
+		json_decref(rec);
+		if (hbuf[0])
+			r->o.harness = hbuf;
+	}
 	if (!r->o.harness)
 		r->o.harness = first_harness(ctx, hbuf, sizeof(hbuf));
 	if (!r->o.harness)

@@ -1,0 +1,68 @@
+# A real agent turn through sandrun, sourced by claude_test.sh, codex_test.sh
+# and pi_test.sh (which set HARNESS, BIN, EMULATOR, MODEL_URL_SUFFIX and the
+# call() that writes a scripted tool call in the model's wire format).
+# Turn 1: the model calls echo (allowed), careful_ok (asked, approved) and
+# careful_no (asked, denied), then ends; turn 2 resumes the session.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+dir=${SANDRUN_HARNESS_DIR:-}/$HARNESS
+if [ -z "${SANDRUN_HARNESS_DIR:-}" ] || [ ! -x "$dir/node_modules/.bin/$BIN" ]; then
+	echo "SKIP: the $HARNESS adapter is not installed in \$SANDRUN_HARNESS_DIR/$HARNESS (scripts/check installs it with 'sandrun install-harness $HARNESS')"
+	exit 77
+fi
+export SANDRUN_RUNNER_HARNESSES=claude,codex,pi
+export "SANDRUN_HARNESS_$(echo "$HARNESS" | tr a-z A-Z)_INSTALL_DIR=$dir"
+drive="node $SANDRUN_SRCDIR/tests/e2e/drive.mjs"
+start_callbacks
+cat >"$T/tools.json" <<JSON
+[{"name":"echo","description":"Echo the text back","permission":"allow",
+  "input_schema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},
+  "callback":{"url":"$CB_URL"}},
+ {"name":"careful_ok","description":"Needs approval","permission":"ask",
+  "input_schema":{"type":"object","properties":{}},"callback":{"url":"$CB_URL"}},
+ {"name":"careful_no","description":"Needs approval","permission":"ask",
+  "input_schema":{"type":"object","properties":{}},"callback":{"url":"$CB_URL"}},
+ {"name":"slow","description":"Takes its time","permission":"allow",
+  "input_schema":{"type":"object","properties":{"ms":{"type":"integer"}}},"callback":{"url":"$CB_URL"}}]
+JSON
+printf '[%s,%s,%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"after the cancel"}]\n' \
+	"$(call echo '{"text":"platform says hi"}')" "$(call careful_ok '{}')" \
+	"$(call careful_no '{}')" "$(call slow '{"ms":8000}')" >"$T/script.json"
+node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script.json" \
+	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
+model_pid=$!
+trap 'kill $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model.out")$MODEL_URL_SUFFIX
+export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
+
+start=$(date +%s%N)
+expect "turn 1 runs" 0 $drive "$T/ev1" careful_ok careful_no "$S" run --json \
+	--harness "$HARNESS" --tools "$T/tools.json" --model-url "$url" "use the tools"
+echo "# turn 1: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+grep_in "turn 1 ends end_turn" "$T/ev1" '"type":"run.finished","stop_reason":"end_turn"'
+test "$(grep -c ' echo$' "$CB_LOG")" -eq 1 && ok "the platform tool ran once" || fail "the platform tool ran once"
+test "$(grep -c ' careful_ok$' "$CB_LOG")" -eq 1 && ok "the approved ask ran" || fail "the approved ask ran"
+test "$(grep -c ' careful_no$' "$CB_LOG")" -eq 0 && ok "the denied ask did not run" || fail "the denied ask did not run"
+grep -E 'tool_result|function_call_output' "$T/model.ndjson" | grep -q "platform says hi" &&
+	ok "the tool's result reached the model" || fail "the tool's result reached the model"
+grep -E 'tool_result|function_call_output' "$T/model.ndjson" | grep -q "permission denied" &&
+	ok "the model saw the refusal" || fail "the model saw the refusal"
+grep_in "permission asked for careful_no" "$T/ev1" '"type":"permission.request".*"tool":"careful_no"'
+grep_in "the final text arrives" "$T/ev1" '"type":"agent.message","text":"all done"'
+session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/ev1")
+
+expect "turn 2 resumes the session" 0 $drive "$T/ev2" - - "$S" run --json \
+	--session "$session" --tools "$T/tools.json" --model-url "$url" "and then?"
+grep_in "turn 2 is turn 2" "$T/ev2" '"turn":2'
+grep_in "same sandbox" "$T/ev2" '"how":"reconnected"'
+grep_in "turn 2 answers" "$T/ev2" '"type":"agent.message","text":"second turn ok"'
+if [ "$LOADS" = yes ]; then
+	grep_in "resumed with session/load" "$T/ev2" '"method":"session/load"'
+fi
+
+# Ctrl-C while a platform tool runs.
+INTERRUPT_ON=tool.call expect "Ctrl-C during a tool call" 130 $drive "$T/ev3" - - "$S" run --json \
+	--session "$session" --tools "$T/tools.json" --model-url "$url" "be slow"
+grep_in "the turn ends cancelled" "$T/ev3" '"stop_reason":"cancelled"'
+finish
