@@ -312,7 +312,7 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 			"a plugin name is 1 to 32 of [a-z0-9_-], or none");
 	rc->harnesses = sr__config_get(c, "runner", "harnesses");
 	if (!rc->harnesses)
-		rc->harnesses = "";
+		rc->harnesses = "claude";
 	else if (*rc->harnesses && !valid_name_list(rc->harnesses))
 		return sr__config_invalid(c, "runner", "harnesses",
 			"a comma-separated list of plugin names");

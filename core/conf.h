@@ -46,7 +46,7 @@ char *sr__config_env_name(const char *section, const char *key);
 typedef struct sr__runner_conf {
 	const char *provider;   /* default "local" */
 	const char *tunnel;     /* NULL: none */
-	const char *harnesses;  /* comma-separated, default none */
+	const char *harnesses;  /* comma-separated, default "claude" */
 	const char *plugin_dir; /* colon-separated */
 	const char *state_dir;
 	int log_level;

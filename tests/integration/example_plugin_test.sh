@@ -27,7 +27,7 @@ nm -D --defined-only "$T/hello/hello.so" | grep -q ' T sandrun_plugin_entry$' &&
 	ok "exports the entry symbol" || fail "exports the entry symbol"
 
 unset SANDRUN_RUNNER_STATE_DIR
-printf '[runner]\nprovider = hello\nstate_dir = %s\n[provider.hello]\ngreeting = hi there\n' \
+printf '[runner]\nprovider = hello\nharnesses =\nstate_dir = %s\n[provider.hello]\ngreeting = hi there\n' \
 	"$T/state" >"$T/hello.conf"
 expect "installed sandrun lists it" 0 "$prefix/bin/sandrun" plugins --json
 grep_in "hello listed" "$T/out" '"name": "hello"'

@@ -5,6 +5,8 @@ T=$(mktemp -d /tmp/sandrun-it-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export SANDRUN_RUNNER_STATE_DIR="$T/state"
 export SANDRUN_RUNNER_PLUGIN_DIR="$T/no-installed-plugins"
+# No harness unless a test enables one: doctor would check its adapter.
+export SANDRUN_RUNNER_HARNESSES=
 failed=0
 checks=0
 
