@@ -55,6 +55,7 @@ typedef struct ui {
 	int at_line_start;
 	uv_signal_t sigint, sigterm;
 	json_t *timings;
+	json_t *titles;        /* tool call id -> title */
 } ui;
 
 /* ---------------------------------------------------------- rendering */
@@ -109,11 +110,14 @@ static void render(ui *u, json_t *ev)
 	} else if (strcmp(type, "agent.tool_call") == 0) {
 		newline(u);
 		printf("[tool] %s (%s)\n", str(ev, "title"), str(ev, "status"));
+		if (json_is_string(json_object_get(ev, "id")))
+			json_object_set(u->titles, str(ev, "id"), json_object_get(ev, "title"));
 		u->tools_seen++;
 	} else if (strcmp(type, "agent.tool_update") == 0 && *str(ev, "status")) {
+		const char *title = *str(ev, "title") ? str(ev, "title") :
+			json_string_value(json_object_get(u->titles, str(ev, "id")));
 		newline(u);
-		printf("[tool] %s%s%s\n", *str(ev, "title") ? str(ev, "title") : "",
-		       *str(ev, "title") ? ": " : "", str(ev, "status"));
+		printf("[tool] %s%s%s\n", title ? title : "", title ? ": " : "", str(ev, "status"));
 	} else if (strcmp(type, "tool.result") == 0) {
 		newline(u);
 		printf("[platform tool] %s: %s%s\n", str(ev, "tool"), str(ev, "status"),
@@ -301,6 +305,7 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	u.interactive = !u.json && isatty(0);
 	u.at_line_start = 1;
 	u.timings = json_object();
+	u.titles = json_object();
 	shim = default_shim();
 	o.shim_path = shim;
 	o.event = on_event;
@@ -339,5 +344,6 @@ out:
 	free(u.ctx);
 	free(shim);
 	json_decref(u.timings);
+	json_decref(u.titles);
 	return exit_code;
 }

@@ -23,6 +23,7 @@
 #include "core/acp.h"
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/mcp_http.h"
 #include "core/plan.h"
 #include "core/provider.h"
 #include "core/relay.h"
@@ -50,6 +51,7 @@ struct sr__run {
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
+	sr__mcp_http *mcp_http;  /* the loopback server, when the harness asks */
 	sr__acp *acp;
 	char session[32];
 	char *sandbox_id, *workspace, *home, *root;
@@ -167,6 +169,10 @@ static void release_sandbox(sr__run *r)
 	if (r->relay) {
 		sr__relay_free(r->relay);
 		r->relay = NULL;
+	}
+	if (r->mcp_http) {
+		sr__mcp_http_stop(r->mcp_http);
+		r->mcp_http = NULL;
 	}
 	if (!r->sandbox_id) {
 		finished(r);
@@ -785,6 +791,9 @@ static json_t *run_json(sr__run *r)
 		json_object_set_new(j, "specs", json_string(r->specs));
 		json_object_set_new(j, "relay_dir", json_string(r->relay_dir));
 	}
+	if (r->mcp_http)
+		json_object_set_new(j, "mcp_http", json_pack("{s:s, s:s}", "url",
+			sr__mcp_http_url(r->mcp_http), "token", sr__mcp_http_token(r->mcp_http)));
 	return j;
 }
 
@@ -911,6 +920,14 @@ static int start_relay(sr__run *r)
 	/* Stale files of an earlier turn go before the prompt is sent. */
 	sr__relay_sweep(r->relay);
 	sr__relay_start(r->relay);
+	/* The loopback MCP server, for a harness that takes its tools over
+	 * HTTP from an agent on this host (the provider is not remote here). */
+	if (json_is_true(json_object_get(r->desc, "wants_mcp_http")) &&
+	    sr__mcp_http_start(r->ctx->loop, r->relay, r->tools, &r->mcp_http, err,
+			       sizeof(err)) != SR_OK) {
+		fail(r, "prepare_failed", "%s", err);
+		return SR_EIO;
+	}
 	return SR_OK;
 }
 
@@ -1060,6 +1077,8 @@ static void run_free(sr__run *r)
 		free_perm(p);
 	if (r->relay)
 		sr__relay_free(r->relay);
+	if (r->mcp_http)
+		sr__mcp_http_stop(r->mcp_http);
 	if (r->acp)
 		sr__acp_free(r->acp);
 	sr__tools_free(r->tools);

@@ -25,14 +25,15 @@ static int c_describe(void *self, sr_done_fn done, void *ud)
 	claude *c = self;
 
 	return sr_harness_reply(done, ud, json_pack(
-		"{s:o, s:[s, s, s], s:[s, s], s:s, s:O, s:s, s:[s]}",
+		"{s:o, s:[s, s, s], s:[s, s], s:s, s:O, s:s, s:[s], s:b}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
 		"tools", "mcp_stdio", "mcp_http",
 		"mode", "default",
 		"env", c->h.extra_env,
 		"install_dir", c->h.install_dir,
-		"npm", npm[0]));
+		"npm", npm[0],
+		"wants_mcp_http", c->tools_http));
 }
 
 static int c_prepare(void *self, uint64_t req, const char *run_json,

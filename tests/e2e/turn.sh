@@ -61,6 +61,23 @@ if [ "$LOADS" = yes ]; then
 	grep_in "resumed with session/load" "$T/ev2" '"method":"session/load"'
 fi
 
+if [ "${HTTP_TOOLS:-}" = yes ]; then
+	# Tools through the loopback MCP server (Streamable HTTP, bearer).
+	printf '[%s,{"text":"http done"}]\n' "$(call echo '{"text":"over http"}')" >"$T/script2.json"
+	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script2.json" \
+		--log "$T/model2.ndjson" >"$T/model2.out" 2>/dev/null &
+	model2_pid=$!
+	for _ in $(seq 100); do [ -s "$T/model2.out" ] && break; sleep 0.05; done
+	url2=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model2.out")$MODEL_URL_SUFFIX
+	SANDRUN_HARNESS_CLAUDE_TOOLS=http expect "a turn with tools over HTTP" 0 $drive "$T/ev4" - - \
+		"$S" run --json --tools "$T/tools.json" --model-url "$url2" "use http"
+	kill $model2_pid 2>/dev/null
+	grep -E 'tool_result' "$T/model2.ndjson" | grep -q "over http" &&
+		ok "the HTTP tool's result reached the model" || fail "the HTTP tool's result reached the model"
+	test "$(grep -c ' echo$' "$CB_LOG")" -eq 2 && ok "it ran through the relay" || fail "it ran through the relay"
+	grep -q '"call_id":"h' "$T/ev4" && ok "as an in-process relay call" || fail "as an in-process relay call"
+fi
+
 # Ctrl-C while a platform tool runs.
 INTERRUPT_ON=tool.call expect "Ctrl-C during a tool call" 130 $drive "$T/ev3" - - "$S" run --json \
 	--session "$session" --tools "$T/tools.json" --model-url "$url" "be slow"
