@@ -369,6 +369,18 @@ typedef struct call_job {
 	json_t *args;
 } call_job;
 
+/* Free a job and count it out of the calls in flight. */
+static void job_done(call_job *job)
+{
+	json_decref(job->id);
+	json_decref(job->args);
+	free(job->tool);
+	free(job);
+	pthread_mutex_lock(&count_lock);
+	inflight--;
+	pthread_mutex_unlock(&count_lock);
+}
+
 static void *call_thread(void *arg)
 {
 	call_job *job = arg;
@@ -382,13 +394,7 @@ static void *call_thread(void *arg)
 	} else {
 		send_result(job->id, sr_mcp_text_result(o.message, 1));
 	}
-	json_decref(job->id);
-	json_decref(job->args);
-	free(job->tool);
-	free(job);
-	pthread_mutex_lock(&count_lock);
-	inflight--;
-	pthread_mutex_unlock(&count_lock);
+	job_done(job);
 	return NULL;
 }
 
@@ -431,13 +437,7 @@ static void on_tools_call(json_t *id, json_t *params)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	if (pthread_create(&th, &attr, call_thread, job) != 0) {
 		send_error(id, -32603, "cannot start the call");
-		json_decref(job->id);
-		json_decref(job->args);
-		free(job->tool);
-		free(job);
-		pthread_mutex_lock(&count_lock);
-		inflight--;
-		pthread_mutex_unlock(&count_lock);
+		job_done(job);
 	}
 	pthread_attr_destroy(&attr);
 }

@@ -90,3 +90,11 @@ stop_callbacks() {
 	kill "$CB_PID" 2>/dev/null
 	wait "$CB_PID" 2>/dev/null
 }
+# serve_tools [ARGS...]: callbacks, the standard tools file and a relay
+# runner, all stopped when the test exits.
+serve_tools() {
+	start_callbacks
+	write_tools "$T/tools.json"
+	start_serve "$@"
+	trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+}

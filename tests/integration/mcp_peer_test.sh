@@ -13,10 +13,7 @@ if [ ! -f "${SANDRUN_NPM_DIR:-/nonexistent}/node_modules/@modelcontextprotocol/s
 	echo "SKIP: @modelcontextprotocol/sdk is not installed in SANDRUN_NPM_DIR='${SANDRUN_NPM_DIR:-}' (scripts/check installs it)"
 	exit 77
 fi
-start_callbacks
-write_tools "$T/tools.json"
-start_serve --mcp-http
-trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+serve_tools --mcp-http
 echo "# SDK $(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$SANDRUN_NPM_DIR/node_modules/@modelcontextprotocol/sdk/package.json" | head -n 1)"
 
 node "$check" stdio "$SANDRUN_SHIM" mcp --specs "$T/specs.json" --relay-dir "$RELAY" >"$T/stdio.out" 2>&1

@@ -3,10 +3,7 @@
 # claiming. Every published request is answered once; no tool runs twice.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 SHIM=$SANDRUN_SHIM
-start_callbacks
-write_tools "$T/tools.json"
-start_serve
-trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+serve_tools
 
 # 1. The shim dies after publishing, while the tool runs.
 "$SHIM" call --relay-dir "$RELAY" slow '{"ms":1200}' >/dev/null 2>&1 &

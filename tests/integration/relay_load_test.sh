@@ -3,10 +3,7 @@
 # call is answered once with its own text, none runs twice, nothing is left.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 SHIM=$SANDRUN_SHIM
-start_callbacks
-write_tools "$T/tools.json"
-start_serve
-trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+serve_tools
 
 worker() {
 	w=$1 n=$2 i=0 bad=0

@@ -2,10 +2,7 @@
 # sandrun-shim against a running relay: MCP over stdio and one-shot calls.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 SHIM=$SANDRUN_SHIM
-start_callbacks
-write_tools "$T/tools.json"
-start_serve
-trap 'stop_serve; stop_callbacks; rm -rf "$T"' EXIT
+serve_tools
 
 file "$SHIM" | grep -q "statically linked" && ok "shim is static" || fail "shim is static"
 test "$(stat -c %s "$SHIM")" -lt 1572864 && ok "shim under 1.5 MB" || fail "shim under 1.5 MB"
