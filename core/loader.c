@@ -209,7 +209,12 @@ int sr__registry_load(sr__registry *r, const char *path)
 	uint32_t ops_size = 0;
 	sr__plugin *p, *dup, **grown;
 
-	if (lt_dladvise_init(&advise) == 0 && lt_dladvise_local(&advise) == 0)
+	if (lt_dladvise_init(&advise) == 0 && lt_dladvise_local(&advise) == 0
+#ifdef SR_SANITIZE
+	    /* Unloaded plugins would leave sanitizer reports unsymbolised. */
+	    && lt_dladvise_resident(&advise) == 0
+#endif
+	   )
 		h = lt_dlopenadvise(path, advise);
 	lt_dladvise_destroy(&advise);
 	if (!h)
@@ -311,7 +316,8 @@ static void scan_dir(sr__registry *r, const char *dir)
 			n++;
 	}
 	closedir(d);
-	qsort(names, n, sizeof(*names), cmp_str);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);

@@ -234,12 +234,12 @@ Test(relay, truncated_and_non_object_json_are_answered_with_errors)
 	json_t *res;
 
 	start_relay(SR_ASK_WAIT);
-	plant("t1.req", "{\"v\":1,\"id\":\"t1\",\"to", 19);
+	plant("t1.req", "{\"v\":1,\"id\":\"t1\",\"to", strlen("{\"v\":1,\"id\":\"t1\",\"to"));
 	res = response("t1");
 	cr_assert_str_eq(status(res), "error");
 	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "not a JSON object"));
 	json_decref(res);
-	plant("t2.req", "[1,2,3]", 7);
+	plant("t2.req", "[1,2,3]", strlen("[1,2,3]"));
 	res = response("t2");
 	cr_assert_str_eq(status(res), "error");
 	json_decref(res);
@@ -247,11 +247,11 @@ Test(relay, truncated_and_non_object_json_are_answered_with_errors)
 	res = response("t3");
 	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "args must be an object"));
 	json_decref(res);
-	plant("t4.req", "{\"v\":1,\"id\":\"other\",\"tool\":\"echo\",\"args\":{}}", 45);
+	plant("t4.req", "{\"v\":1,\"id\":\"other\",\"tool\":\"echo\",\"args\":{}}", strlen("{\"v\":1,\"id\":\"other\",\"tool\":\"echo\",\"args\":{}}"));
 	res = response("t4");
 	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "does not match"));
 	json_decref(res);
-	plant("t5.req", "{\"v\":2,\"id\":\"t5\",\"tool\":\"echo\",\"args\":{}}", 42);
+	plant("t5.req", "{\"v\":2,\"id\":\"t5\",\"tool\":\"echo\",\"args\":{}}", strlen("{\"v\":2,\"id\":\"t5\",\"tool\":\"echo\",\"args\":{}}"));
 	res = response("t5");
 	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "version"));
 	json_decref(res);
@@ -313,7 +313,7 @@ Test(relay, a_preplanted_response_is_replaced_not_trusted)
 {
 	json_t *res;
 
-	plant("p1.res", "{\"v\":1,\"id\":\"p1\",\"status\":\"ok\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"forged\"}]}}", 91);
+	plant("p1.res", "{\"v\":1,\"id\":\"p1\",\"status\":\"ok\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"forged\"}]}}", strlen("{\"v\":1,\"id\":\"p1\",\"status\":\"ok\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"forged\"}]}}"));
 	start_relay(SR_ASK_WAIT);
 	request("p1", "echo", "{\"text\":\"genuine\"}");
 	run_for(300);
@@ -330,7 +330,7 @@ Test(relay, invalid_ids_are_rejected_not_rewritten)
 	memset(name, 'a', 129);
 	strcpy(name + 129, ".req");
 	start_relay(SR_ASK_WAIT);
-	plant("bad id.req", "{}", 2);
+	plant("bad id.req", "{}", strlen("{}"));
 	plant(name, "{}", 2);
 	run_for(400);
 	cr_assert_not(exists("bad id.req"));
@@ -487,8 +487,8 @@ Test(relay, sweep_removes_stale_files_only)
 	sr__relay_free(relay);
 	relay = NULL;
 	uv_run(ctx.loop, UV_RUN_NOWAIT);
-	plant("old.res", "{}", 2);
-	plant(".x.req.tmp", "{}", 2);
+	plant("old.res", "{}", strlen("{}"));
+	plant(".x.req.tmp", "{}", strlen("{}"));
 	t_write(relay_dir, "keep.txt", "not ours");
 	start_relay(SR_ASK_WAIT);
 	cr_assert_eq(sr__relay_sweep(relay), SR_OK);
