@@ -620,6 +620,15 @@ static void take_request(sr__relay *r, const char *name)
 	dispatch(c);
 }
 
+int sr__relay_take(sr__relay *r, const char *name)
+{
+	if (!name || strchr(name, '/'))
+		return SR_EINVAL;
+	if (is_request_name(name))
+		take_request(r, name);
+	return SR_OK;
+}
+
 static void scan(sr__relay *r)
 {
 	DIR *d = opendir(r->dir);

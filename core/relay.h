@@ -47,6 +47,9 @@ void sr__relay_set_ask_policy(sr__relay *r, int policy);
  * restarted relay answers them as interrupted). Frees r after close. */
 void sr__relay_free(sr__relay *r);
 size_t sr__relay_in_flight(const sr__relay *r);
+/* Handle DIR/name now if it is a request (what the watch does when it sees
+ * the name appear). For tests and fuzzing. */
+int sr__relay_take(sr__relay *r, const char *name);
 
 /* A call made in-process (the loopback MCP server): the same claim,
  * validation, guard and execution as a request file; done receives the

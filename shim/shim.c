@@ -612,6 +612,7 @@ static int run_call(const char *tool, const char *args_text)
 
 /* -------------------------------------------------------------- main */
 
+#ifndef SR_SHIM_FUZZ /* tests/fuzz/fuzz_mcp_line.c includes this file */
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -717,3 +718,4 @@ int main(int argc, char **argv)
 	usage(stderr);
 	return EXIT_USAGE;
 }
+#endif /* SR_SHIM_FUZZ */
