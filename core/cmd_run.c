@@ -271,14 +271,14 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		case 'A': o.ask_policy = SR_ASK_APPROVE; break;
 		case 'D': o.ask_policy = SR_ASK_DENY; break;
 		case 'n':
-			if (strcmp(optarg, "open") && strcmp(optarg, "off")) {
+			if (strcmp(optarg, "open") != 0 && strcmp(optarg, "off") != 0) {
 				fprintf(stderr, "sandrun run: --network '%s': expected open or off\n", optarg);
 				return SR_EXIT_USAGE;
 			}
 			o.network = strcmp(optarg, "off") == 0 ? SR_NET_OFF : SR_NET_OPEN;
 			break;
 		case 'E':
-			if (strcmp(optarg, "strict") && strcmp(optarg, "best_effort")) {
+			if (strcmp(optarg, "strict") != 0 && strcmp(optarg, "best_effort") != 0) {
 				fprintf(stderr, "sandrun run: --network-enforcement '%s': expected strict or best_effort\n",
 					optarg);
 				return SR_EXIT_USAGE;

@@ -306,8 +306,9 @@ int sr__cmd_sandbox(int argc, char **argv, const char *config_path)
 		return argc < 2 ? SR_EXIT_USAGE : SR_EXIT_OK;
 	}
 	sub = argv[1];
-	if (strcmp(sub, "create") && strcmp(sub, "exec") && strcmp(sub, "park") &&
-	    strcmp(sub, "reconnect") && strcmp(sub, "destroy")) {
+	if (strcmp(sub, "create") != 0 && strcmp(sub, "exec") != 0 &&
+	    strcmp(sub, "park") != 0 && strcmp(sub, "reconnect") != 0 &&
+	    strcmp(sub, "destroy") != 0) {
 		fprintf(stderr, "sandrun sandbox: unknown subcommand '%s'\n", sub);
 		return SR_EXIT_USAGE;
 	}

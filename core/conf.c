@@ -268,7 +268,7 @@ static int valid_name_list(const char *s)
 
 	if (strlen(s) >= sizeof(buf))
 		return 0;
-	strcpy(buf, s);
+	memcpy(buf, s, strlen(s) + 1);
 	for (tok = strtok_r(buf, ", ", &save); tok;
 	     tok = strtok_r(NULL, ", ", &save))
 		if (!valid_name(tok))

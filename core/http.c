@@ -433,8 +433,9 @@ void sr__http_free(sr__http *h)
 {
 	if (!h)
 		return;
+	/* Each cancel unlinks its call from h->calls before freeing it. */
 	while (h->calls)
-		sr__http_cancel(h->calls);
+		sr__http_cancel(h->calls); // NOLINT(clang-analyzer-unix.Malloc)
 	uv_timer_stop(&h->timer);
 	uv_close((uv_handle_t *)&h->timer, on_timer_closed);
 }
@@ -512,10 +513,10 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 			fail_now(done, ud, SR_ENOMEM, "out of memory");
 			return NULL;
 		}
-		if (req->body_len)
+		if (req->body_len && req->body)
 			memcpy(c->body_copy, req->body, req->body_len);
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE,
-				 (curl_off_t)req->body_len);
+				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);
 	}
 	c->next = h->calls;

@@ -243,7 +243,7 @@ int sr__registry_load(sr__registry *r, const char *path)
 		return reject(r, path, "%s", buf);
 	}
 	p = calloc(1, sizeof(*p));
-	grown = realloc(r->plugins, (r->n + 1) * sizeof(*grown));
+	grown = realloc(r->plugins, (r->n + 1) * sizeof(sr__plugin *));
 	if (!p || !grown) {
 		free(p);
 		if (grown)

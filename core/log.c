@@ -84,26 +84,20 @@ void sr__secrets_clear(void)
 /* Replace each occurrence of one secret; returns a new string or NULL. */
 static char *replace_all(const char *s, const char *secret)
 {
-	size_t slen = strlen(secret), rlen = strlen(REDACTED), count = 0;
+	size_t slen = strlen(secret), len = 0;
 	const char *p;
-	char *out, *o;
+	char *out = NULL;
+	FILE *m = open_memstream(&out, &len);
 
-	for (p = strstr(s, secret); p; p = strstr(p + slen, secret))
-		count++;
-	if (count == 0)
-		return strdup(s);
-	out = malloc(strlen(s) + count * (rlen > slen ? rlen - slen : 0) + 1);
-	if (!out)
+	if (!m)
 		return NULL;
-	o = out;
 	while ((p = strstr(s, secret))) {
-		memcpy(o, s, (size_t)(p - s));
-		o += p - s;
-		memcpy(o, REDACTED, rlen);
-		o += rlen;
+		fwrite(s, 1, (size_t)(p - s), m);
+		fputs(REDACTED, m);
 		s = p + slen;
 	}
-	strcpy(o, s);
+	fputs(s, m);
+	fclose(m);
 	return out;
 }
 

@@ -38,7 +38,7 @@
 
 #define RESULT_TEXT_MAX 100000
 #define CALLBACK_BODY_MAX (4u << 20)
-#define DEFAULT_ASK_TIMEOUT_MS (10 * 60 * 1000)
+#define DEFAULT_ASK_TIMEOUT_MS (10ULL * 60 * 1000)
 #define DEFAULT_POLL_MS 2000
 
 typedef struct call call;
@@ -552,7 +552,7 @@ static void take_request(sr__relay *r, const char *name)
 	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
 	char why[300], *text;
 	json_t *req;
-	const char *tool, *rid;
+	const char *tool, *rid, *bad = NULL;
 	json_t *args;
 	call *c;
 	int rc;
@@ -596,22 +596,19 @@ static void take_request(sr__relay *r, const char *name)
 	rid = json_string_value(json_object_get(req, "id"));
 	args = json_object_get(req, "args");
 	if (!json_is_object(req))
-		snprintf(why, sizeof(why), "the request is not a JSON object");
+		bad = "the request is not a JSON object";
 	else if (json_integer_value(json_object_get(req, "v")) != SR_RELAY_VERSION)
-		snprintf(why, sizeof(why), "unsupported relay protocol version (this runner speaks %d)",
-			 SR_RELAY_VERSION);
+		bad = "unsupported relay protocol version (this runner speaks 1)";
 	else if (!rid || strcmp(rid, c->id) != 0)
-		snprintf(why, sizeof(why), "the request's id does not match its file name");
+		bad = "the request's id does not match its file name";
 	else if (!tool)
-		snprintf(why, sizeof(why), "the request names no tool");
+		bad = "the request names no tool";
 	else if (args && !json_is_object(args))
-		snprintf(why, sizeof(why), "the request's args must be an object");
-	else
-		why[0] = 0;
-	if (why[0]) {
+		bad = "the request's args must be an object";
+	if (bad || !tool) {
 		json_decref(req);
-		reject_file(r, name, why);
-		finish_error(c, why);
+		reject_file(r, name, bad ? bad : "the request names no tool");
+		finish_error(c, bad ? bad : "the request names no tool");
 		return;
 	}
 	c->tool_name = strdup(tool);

@@ -1175,6 +1175,10 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		run_free(r);
 		return SR_EPERM;
 	}
+	if (!r->provider || !r->harness) { /* the plan made sure of both */
+		run_free(r);
+		return SR_EINVAL;
+	}
 	r->guard.default_mode = SR_PERM_ALLOW_READS;
 	state = sr__ctx_state_dir(ctx);
 	if (o->session) {

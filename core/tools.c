@@ -10,7 +10,7 @@
 #include "core/tools.h"
 
 #define DEFAULT_CALLBACK_TIMEOUT_MS 30000
-#define MAX_CALLBACK_TIMEOUT_MS (15 * 60 * 1000)
+#define MAX_CALLBACK_TIMEOUT_MS (15LL * 60 * 1000)
 
 static const char *const perm_names[] = { "allow_reads", "allow", "ask", "deny" };
 
@@ -98,7 +98,7 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 	if (timeout) {
 		if (!json_is_integer(timeout) || json_integer_value(timeout) <= 0 ||
 		    json_integer_value(timeout) > MAX_CALLBACK_TIMEOUT_MS)
-			FAIL("%s: 'callback.timeout_ms' must be a whole number from 1 to %d",
+			FAIL("%s: 'callback.timeout_ms' must be a whole number from 1 to %lld",
 			     where, MAX_CALLBACK_TIMEOUT_MS);
 		t->timeout_ms = (uint64_t)json_integer_value(timeout);
 	}

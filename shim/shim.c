@@ -35,7 +35,7 @@
 #define SHIM_VERSION "0.1.0"
 #define MAX_LINE (4u << 20)
 #define MAX_INFLIGHT 256
-#define DEFAULT_TIMEOUT_MS (10 * 60 * 1000)
+#define DEFAULT_TIMEOUT_MS (10L * 60 * 1000)
 #define PAGE_SIZE_DEFAULT 100
 
 /* Exit codes of "call" (documented in sandrun-shim --help). */
@@ -434,7 +434,7 @@ static void on_tools_call(json_t *id, json_t *params)
 	job->args = json_is_object(args) ? json_incref(args) : json_object();
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
 	if (pthread_create(&th, &attr, call_thread, job) != 0) {
 		send_error(id, -32603, "cannot start the call");
 		job_done(job);
@@ -625,7 +625,7 @@ static void usage(FILE *out)
 		"Each call is a request file in the relay directory, answered by the runner.\n"
 		"\n"
 		"Environment: SANDRUN_TOOL_SPECS, SANDRUN_RELAY_DIR, SANDRUN_SHIM_TIMEOUT_MS\n"
-		"(default %d), SANDRUN_SHIM_PAGE_SIZE (tools/list page, default %d).\n"
+		"(default %ld), SANDRUN_SHIM_PAGE_SIZE (tools/list page, default %d).\n"
 		"\n"
 		"Exit codes of 'call': 0 ok, 1 the tool reported an error, 2 usage,\n"
 		"3 no answer in time, 4 paused (handed to the user), 5 relay failure.\n",

@@ -128,7 +128,8 @@ static int x_init(const sr_host *host, void **self)
 	rc = sr_harness_init(&c->h, host, "codex", npm, "codex-acp");
 	if (rc == SR_OK && model && (strchr(model, '"') || strchr(model, '\n')))
 		rc = host->config_invalid(host, "model", "a model name without quotes");
-	if (rc == SR_OK && mode && strcmp(mode, "read-only") && strcmp(mode, "workspace-write"))
+	if (rc == SR_OK && mode && strcmp(mode, "read-only") != 0 &&
+	    strcmp(mode, "workspace-write") != 0)
 		rc = host->config_invalid(host, "mode",
 			"'read-only' or 'workspace-write' (modes in which codex asks before a tool runs)");
 	if (rc != SR_OK) {

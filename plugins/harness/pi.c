@@ -127,8 +127,8 @@ static int p_init(const sr_host *host, void **self)
 	if (!p)
 		return SR_ENOMEM;
 	rc = sr_harness_init(&p->h, host, "pi", npm, "pi-acp");
-	if (rc == SR_OK && api && strcmp(api, "openai-responses") &&
-	    strcmp(api, "openai-completions") && strcmp(api, "anthropic-messages"))
+	if (rc == SR_OK && api && strcmp(api, "openai-responses") != 0 &&
+	    strcmp(api, "openai-completions") != 0 && strcmp(api, "anthropic-messages") != 0)
 		rc = host->config_invalid(host, "api",
 			"openai-responses, openai-completions or anthropic-messages");
 	if (rc != SR_OK) {
