@@ -13,10 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/ctx.h"
-#include "core/log.h"
 #include "core/mcp_http.h"
-#include "core/relay.h"
+#include "fuzz_relay.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -30,30 +28,12 @@ static int port;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char base[] = "/tmp/sandrun-fuzz-XXXXXX", err[300], d[128], j[128];
-	sr__relay_opts o = { 0 };
-	json_t *arr = json_loads("[{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"},"
-				 "{\"name\":\"blocked\",\"kind\":\"client\",\"permission\":\"deny\"}]",
-				 0, NULL);
+	char dir[128], err[300];
 
 	(void)argc;
 	(void)argv;
-	sr__log_set_stream(fopen("/dev/null", "w"));
-	if (!mkdtemp(base))
-		abort();
-	snprintf(d, sizeof(d), "%s/relay", base);
-	snprintf(j, sizeof(j), "%s/journal", base);
-	if (sr__tools_parse(arr, "fuzz", &tools, err, sizeof(err)) != SR_OK)
-		abort();
-	json_decref(arr);
-	ctx.loop = uv_default_loop();
-	o.dir = d;
-	o.journal = j;
-	o.tools = tools;
-	o.guard = &guard;
-	o.ask_policy = SR_ASK_DENY;
-	if (sr__relay_new(&ctx, &o, &relay, err, sizeof(err)) != SR_OK ||
-	    sr__mcp_http_start(ctx.loop, relay, tools, &srv, err, sizeof(err)) != SR_OK)
+	relay = fuzz_relay(&ctx, &tools, &guard, dir, sizeof(dir));
+	if (sr__mcp_http_start(ctx.loop, relay, tools, &srv, err, sizeof(err)) != SR_OK)
 		abort();
 	port = atoi(strrchr(sr__mcp_http_url(srv), ':') + 1);
 	return 0;
