@@ -1,6 +1,7 @@
 /* sandrun: the command-line front end. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,13 @@ int main(int argc, char **argv)
 	const char *config_path = NULL;
 	const char *cmd;
 	int c;
+
+	/* Started with a standard descriptor closed (a service manager, CI),
+	 * the next file opened would take its number, and standard input would
+	 * then be one of our own files. /dev/null holds the place. */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return SR_EXIT_FAIL;
 
 	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		switch (c) {

@@ -51,8 +51,13 @@ static int p_prepare(void *self, uint64_t req, const char *run_json,
 	(void)req;
 	snprintf(dir, sizeof(dir), "%s/.pi-agent", home ? home : "/tmp");
 	if (model) {
+		/* The OpenAI wire APIs live under /v1, as for the codex harness:
+		 * --model-url means the same for both. */
+		char base[4096];
+		snprintf(base, sizeof(base), "%s%s", model,
+			 strncmp(p->api, "openai-", 7) == 0 && !strstr(model, "/v1") ? "/v1" : "");
 		j = json_pack("{s:{s:{s:s, s:s, s:s, s:[{s:s}]}}}", "providers", "sandrun",
-			      "baseUrl", model, "api", p->api, "apiKey",
+			      "baseUrl", base, "api", p->api, "apiKey",
 			      getenv("OPENAI_API_KEY") ? "$OPENAI_API_KEY" : "none",
 			      "models", "id", p->model);
 		text = json_dumps(j, JSON_INDENT(2));
