@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/cli.h"
+#include "core/harness.h"
 #include "core/log.h"
 #include "core/proc.h"
 
@@ -34,7 +35,6 @@ int sr__cmd_install_harness(int argc, char **argv, const char *config_path)
 {
 	sr__ctx ctx;
 	sr__plugin *p;
-	sr__wait w = { 0 };
 	json_t *desc = NULL, *pkgs, *v;
 	const char **args = NULL;
 	sr_proc_callbacks cbs = { sizeof(cbs), pass_out, pass_out, on_exit_ };
@@ -58,15 +58,12 @@ int sr__cmd_install_harness(int argc, char **argv, const char *config_path)
 	if (rc != SR_EXIT_OK)
 		goto out;
 	p = sr__registry_find(ctx.reg, SR_PLUGIN_HARNESS, argv[1]);
-	if (!p || sr__plugin_start(&ctx, p) != SR_OK ||
-	    !SR__OP(p, sr_harness_ops, describe)) {
+	if (!p || sr__plugin_start(&ctx, p) != SR_OK) {
 		fprintf(stderr, "sandrun: no usable harness plugin '%s' (see 'sandrun plugins')\n", argv[1]);
 		rc = SR_EXIT_UNAVAILABLE;
 		goto out;
 	}
-	SR__OP(p, sr_harness_ops, describe)(p->self, sr__wait_done, &w);
-	desc = w.json ? json_loads(w.json, 0, NULL) : NULL;
-	sr__wait_clear(&w);
+	desc = sr__harness_describe(p);
 	pkgs = json_object_get(desc, "npm");
 	dir = json_string_value(json_object_get(desc, "install_dir"));
 	if (!json_array_size(pkgs) || !dir) {

@@ -9,8 +9,10 @@
 #include "config.h"
 
 #define CURL_DISABLE_TYPECHECK
+#include <ctype.h>
 #include <curl/curl.h>
 #include <dlfcn.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +38,7 @@ struct sr_http_call {
 	char *buf;
 	size_t len, cap, max;
 	int too_big;
-	char *resp_headers; /* JSON object text built as headers arrive */
-	size_t rh_len, rh_cap;
+	json_t *resp_headers; /* lower-case name -> value */
 	sr_done_fn done;
 	void *ud;
 	char errbuf[CURL_ERROR_SIZE];
@@ -160,65 +161,30 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-/* Append "name": "value" to the headers JSON, JSON-escaping both. */
-static void json_escape_append(sr_http_call *c, const char *s, size_t n,
-			       int lower)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		char tmp[8];
-		size_t tl;
-		if (ch == '"' || ch == '\\') {
-			tmp[0] = '\\';
-			tmp[1] = (char)ch;
-			tl = 2;
-		} else if (ch < 0x20) {
-			tl = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", ch);
-		} else {
-			tmp[0] = (char)(lower && ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
-			tl = 1;
-		}
-		if (ensure(&c->resp_headers, &c->rh_cap, c->rh_len + tl + 4) != 0)
-			return;
-		memcpy(c->resp_headers + c->rh_len, tmp, tl);
-		c->rh_len += tl;
-	}
-}
-
-static void rh_append(sr_http_call *c, const char *s)
-{
-	size_t n = strlen(s);
-
-	if (ensure(&c->resp_headers, &c->rh_cap, c->rh_len + n + 4) != 0)
-		return;
-	memcpy(c->resp_headers + c->rh_len, s, n);
-	c->rh_len += n;
-	c->resp_headers[c->rh_len] = 0;
-}
-
+/* Each response header into c->resp_headers, its name in lower case. */
 static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
 {
 	sr_http_call *c = ud;
 	size_t n = size * nmemb, k, v, e;
+	char name[256];
 
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
-		c->rh_len = 0; /* a new response (after 100 or a redirect) */
+		json_object_clear(c->resp_headers); /* after 100 or a redirect */
 		return n;
 	}
 	for (k = 0; k < n && ptr[k] != ':'; k++)
 		;
-	if (k == 0 || k == n)
+	if (k == 0 || k == n || k >= sizeof(name))
 		return n;
+	for (size_t i = 0; i < k; i++)
+		name[i] = (char)tolower((unsigned char)ptr[i]);
+	name[k] = 0;
 	for (v = k + 1; v < n && (ptr[v] == ' ' || ptr[v] == '\t'); v++)
 		;
 	for (e = n; e > v && (ptr[e - 1] == '\r' || ptr[e - 1] == '\n' ||
 			      ptr[e - 1] == ' '); e--)
 		;
-	rh_append(c, c->rh_len ? ",\"" : "\"");
-	json_escape_append(c, ptr, k, 1);
-	rh_append(c, "\":\"");
-	json_escape_append(c, ptr + v, e - v, 0);
-	rh_append(c, "\"");
+	json_object_set_new(c->resp_headers, name, json_stringn(ptr + v, e - v));
 	return n;
 }
 
@@ -235,27 +201,19 @@ static void unlink_call(sr_http_call *c)
 static void finish(sr_http_call *c, int status, const char *message)
 {
 	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
-	char json[64 + 1];
 	char *js = NULL;
 	long code = 0;
 
 	unlink_call(c);
 	curl_multi_remove_handle(c->http->multi, c->easy);
 	if (status == SR_OK) {
-		size_t n;
+		json_t *meta;
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
-		n = c->rh_len + 64;
-		js = malloc(n);
-		if (js) {
-			snprintf(js, n, "{\"status\":%ld,\"headers\":{%.*s}}",
-				 code, (int)c->rh_len,
-				 c->resp_headers ? c->resp_headers : "");
-			r.json = js;
-		} else {
-			snprintf(json, sizeof(json), "{\"status\":%ld,\"headers\":{}}",
-				 code);
-			r.json = json;
-		}
+		meta = json_pack("{s:I, s:O}", "status", (json_int_t)code, "headers",
+				 c->resp_headers);
+		js = json_dumps(meta, JSON_COMPACT);
+		json_decref(meta);
+		r.json = js;
 		r.data = c->buf ? c->buf : "";
 		r.len = c->len;
 	}
@@ -265,7 +223,7 @@ static void finish(sr_http_call *c, int status, const char *message)
 	curl_slist_free_all(c->headers);
 	free(c->body_copy);
 	free(c->buf);
-	free(c->resp_headers);
+	json_decref(c->resp_headers);
 	free(c);
 }
 
@@ -473,6 +431,7 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 	c->http = h;
 	c->done = done;
 	c->ud = ud;
+	c->resp_headers = json_object();
 	c->max = req->max_response ? req->max_response : DEFAULT_MAX_RESPONSE;
 	for (size_t i = 0; i < req->n_headers; i++) {
 		size_t n = strlen(req->headers[i].name) +

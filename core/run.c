@@ -22,6 +22,7 @@
 
 #include "core/acp.h"
 #include "core/cli.h"
+#include "core/harness.h"
 #include "core/log.h"
 #include "core/mcp_http.h"
 #include "core/plan.h"
@@ -46,7 +47,6 @@ struct sr__run {
 	sr__run_opts o;
 	sr__plugin *provider, *harness;
 	json_t *desc;           /* the harness's describe */
-	json_t *record;         /* the session record being written */
 	json_t *user_mcp;
 	sr__toolset *tools;
 	sr__guard guard;
@@ -78,7 +78,6 @@ struct sr__run {
 	json_t *files;          /* harness files still to write */
 	size_t file_index;
 	json_t *env;            /* the adapter's environment */
-	char *stop_reason;
 };
 
 static void fail(sr__run *r, const char *code, const char *fmt, ...)
@@ -861,23 +860,32 @@ static json_t *expand_files(sr__run *r, json_t *files)
 	return out;
 }
 
-static int add_credentials(sr__run *r)
+/* Copy the runner's values of the env names the harness declares: its
+ * credentials (secrets) and its plain passthrough settings. */
+static void copy_env(sr__run *r, const char *key, json_t *secrets)
 {
-	json_t *names = json_object_get(r->desc, "credential_env"), *v;
-	json_t *exposed = json_array();
+	json_t *v;
 	size_t i;
 
-	json_array_foreach(names, i, v) {
+	json_array_foreach(json_object_get(r->desc, key), i, v) {
 		const char *name = json_string_value(v);
 		const char *value = name ? getenv(name) : NULL;
 		if (!value || !*value)
 			continue;
-		if (strcmp(name, "ANTHROPIC_BASE_URL") != 0 && strcmp(name, "OPENAI_BASE_URL") != 0) {
+		if (secrets) {
 			sr__secret_register(value);
-			json_array_append_new(exposed, json_string(name));
+			json_array_append_new(secrets, json_string(name));
 		}
 		json_array_append_new(r->env, json_pack("{s:s, s:s}", "name", name, "value", value));
 	}
+}
+
+static int add_credentials(sr__run *r)
+{
+	json_t *exposed = json_array();
+
+	copy_env(r, "passthrough_env", NULL);
+	copy_env(r, "credential_env", exposed);
 	if (json_array_size(exposed) &&
 	    !(sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS))
 		emit(r, json_pack("{s:s, s:O, s:s}", "type", "credentials.exposed", "names",
@@ -1087,13 +1095,11 @@ static void run_free(sr__run *r)
 	json_decref(r->user_mcp);
 	json_decref(r->files);
 	json_decref(r->env);
-	json_decref(r->record);
 	free(r->sandbox_id);
 	free(r->workspace);
 	free(r->home);
 	free(r->root);
 	free(r->acp_session);
-	free(r->stop_reason);
 	free(r);
 }
 
@@ -1102,7 +1108,6 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 {
 	sr__run *r = calloc(1, sizeof(*r));
 	sr__plan plan;
-	sr__wait w = { 0 };
 	const char *code, *state;
 	char msg[1024], hbuf[64] = "", err[600];
 	int rc;
@@ -1142,13 +1147,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	plan.harness_loaded = r->harness && sr__plugin_start(ctx, r->harness) == SR_OK;
 	if (plan.provider_loaded)
 		plan.provider_caps = sr__provider_capabilities(r->provider);
-	if (plan.harness_loaded && SR__OP(r->harness, sr_harness_ops, describe)) {
-		SR__OP(r->harness, sr_harness_ops, describe)(r->harness->self, sr__wait_done, &w);
-		r->desc = w.json ? json_loads(w.json, 0, NULL) : NULL;
-		sr__wait_clear(&w);
-	}
-	if (!r->desc)
-		r->desc = json_object();
+	r->desc = plan.harness_loaded ? sr__harness_describe(r->harness) : json_object();
 	plan.harness_tools = json_object_get(r->desc, "tools");
 	if (o->tools_path) {
 		if (sr__tools_load(o->tools_path, &r->tools, err, sizeof(err)) != SR_OK) {

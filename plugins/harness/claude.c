@@ -25,9 +25,10 @@ static int c_describe(void *self, sr_done_fn done, void *ud)
 	claude *c = self;
 
 	return sr_harness_reply(done, ud, json_pack(
-		"{s:o, s:[s, s, s], s:[s, s], s:s, s:O, s:s, s:[s], s:b}",
+		"{s:o, s:[s, s], s:[s], s:[s, s], s:s, s:O, s:s, s:[s], s:b}",
 		"command", sr_harness_command(&c->h),
-		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
+		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+		"passthrough_env", "ANTHROPIC_BASE_URL",
 		"tools", "mcp_stdio", "mcp_http",
 		"mode", "default",
 		"env", c->h.extra_env,

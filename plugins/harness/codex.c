@@ -49,6 +49,16 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 	char dir[4096], path[4200], toml[2048];
 
 	(void)req;
+	if (model && strpbrk(model, "\"\\\n")) {
+		sr_result r = { sizeof(r), SR_EINVAL,
+				"codex: the model URL cannot hold quotes, backslashes or newlines",
+				NULL, NULL, 0 };
+		json_decref(run);
+		json_decref(files);
+		json_decref(env);
+		done(ud, &r);
+		return SR_EINVAL;
+	}
 	snprintf(dir, sizeof(dir), "%s/.codex", home ? home : "/tmp");
 	snprintf(path, sizeof(path), "%s/config.toml", dir);
 	if (model) {

@@ -261,11 +261,20 @@ static const char *policy_unenforceable(const local *lp,
 
 /* "root" is where the sandbox lives on the runner's host: the core puts the
  * relay directory and tool specs there (outside the workspace). */
-static void result_json(const local *lp, const char *id, char *buf, size_t n)
+static char *result_json(const local *lp, const char *id)
 {
-	snprintf(buf, n, "{\"id\":\"%s\",\"workspace\":\"%s/%s/workspace\","
-		 "\"home\":\"%s/%s/home\",\"root\":\"%s/%s\"}",
-		 id, lp->root, id, lp->root, id, lp->root, id);
+	char dir[4096], ws[4200], home[4200];
+	json_t *j;
+	char *s;
+
+	sandbox_dir(lp, id, dir, sizeof(dir));
+	snprintf(ws, sizeof(ws), "%s/workspace", dir);
+	snprintf(home, sizeof(home), "%s/home", dir);
+	j = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "workspace", ws, "home", home,
+		      "root", dir);
+	s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s;
 }
 
 /* --------------------------------------------------------------- work */
@@ -732,13 +741,12 @@ static void fop_done(void *ud, int status)
 {
 	fop *f = ud;
 	sr_result r = { sizeof(r), status, NULL, NULL, NULL, 0 };
-	char json[4600];
+	char *json = NULL;
 
 	if (status != SR_OK) {
 		r.message = f->message[0] ? f->message : f->lp->host->strerror(status);
 	} else if (f->kind == FOP_CREATE || f->kind == FOP_RECONNECT) {
-		result_json(f->lp, f->id, json, sizeof(json));
-		r.json = json;
+		r.json = json = result_json(f->lp, f->id);
 	} else if (f->kind == FOP_GET) {
 		r.data = f->data;
 		r.len = f->len;
@@ -747,6 +755,7 @@ static void fop_done(void *ud, int status)
 	}
 	if (f->done)
 		f->done(f->ud, &r);
+	free(json);
 	fop_free(f);
 }
 
