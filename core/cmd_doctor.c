@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/harness.h"
 #include "core/log.h"
+#include "core/node.h"
 
 static int failures;
 
@@ -19,6 +21,25 @@ static void line(const char *status, const char *what, const char *detail)
 	fflush(stdout);
 	if (strcmp(status, "FAIL") == 0)
 		failures++;
+}
+
+/* Does the node the harness's adapter will run with satisfy its
+ * requirement? detail says which node; when not, why and what to run. */
+static int node_ok(sr__ctx *ctx, sr__plugin *p, char *detail, size_t n)
+{
+	json_t *desc = sr__harness_describe(p);
+	const char *need = json_string_value(json_object_get(desc, "node"));
+	char why[800];
+	int ok = 1;
+
+	detail[0] = 0;
+	if (need && (ok = sr__node_check(ctx, need, why, sizeof(why))))
+		snprintf(detail, n, "; %s", why);
+	else if (need)
+		snprintf(detail, n, "not ready: %s; run 'sandrun install-harness %s'",
+			 why, p->desc->name);
+	json_decref(desc);
+	return ok;
 }
 
 /* Start a plugin and run its doctor op, if any. */
@@ -59,10 +80,18 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 		snprintf(detail, sizeof(detail), "check failed: %s",
 			 w.message ? w.message : "no answer");
 		line("FAIL", what, detail);
+	} else if (!json_is_true(json_object_get(j, "ok"))) {
+		const char *d = json_string_value(json_object_get(j, "detail"));
+		line("FAIL", what, d ? d : "");
+	} else if (kind == SR_PLUGIN_HARNESS && !node_ok(ctx, p, detail, sizeof(detail))) {
+		line("FAIL", what, detail);
 	} else {
 		const char *d = json_string_value(json_object_get(j, "detail"));
-		line(json_is_true(json_object_get(j, "ok")) ? "ok" : "FAIL", what,
-		     d ? d : "");
+		char full[2048];
+
+		snprintf(full, sizeof(full), "%s%s", d ? d : "",
+			 kind == SR_PLUGIN_HARNESS ? detail : "");
+		line("ok", what, full);
 	}
 	json_decref(j);
 	sr__wait_clear(&w);

@@ -30,7 +30,7 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", NULL
+	"log_level", "node_dir", NULL
 };
 
 sr__config *sr__config_new(void)
@@ -327,6 +327,10 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 		rc->state_dir = SR_STATEDIR;
 	else if (rc->state_dir[0] != '/' || strchr(rc->state_dir, ':'))
 		return sr__config_invalid(c, "runner", "state_dir",
+			"an absolute directory");
+	rc->node_dir = sr__config_get(c, "runner", "node_dir");
+	if (rc->node_dir && rc->node_dir[0] != '/')
+		return sr__config_invalid(c, "runner", "node_dir",
 			"an absolute directory");
 	v = sr__config_get(c, "runner", "log_level");
 	rc->log_level = SR_LOG_INFO;

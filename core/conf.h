@@ -49,6 +49,7 @@ typedef struct sr__runner_conf {
 	const char *harnesses;  /* comma-separated, default "claude" */
 	const char *plugin_dir; /* colon-separated */
 	const char *state_dir;
+	const char *node_dir;   /* NULL: STATE_DIR/harness/node */
 	int log_level;
 } sr__runner_conf;
 

@@ -25,6 +25,7 @@
 #include "core/harness.h"
 #include "core/log.h"
 #include "core/mcp_http.h"
+#include "core/node.h"
 #include "core/plan.h"
 #include "core/provider.h"
 #include "core/relay.h"
@@ -895,6 +896,40 @@ static int add_credentials(sr__run *r)
 	return SR_OK;
 }
 
+/* The adapters start with "#!/usr/bin/env node": when sandrun's own
+ * Node.js runtime is installed on this host, it comes first on their PATH.
+ * A remote sandbox's node comes with its image. */
+static void add_node_runtime(sr__run *r)
+{
+	const char *base = getenv("PATH");
+	char *bin, *path;
+	json_t *v;
+	size_t i, own = (size_t)-1;
+
+	if (sr__provider_capabilities(r->provider) & SR_CAP_REMOTE)
+		return;
+	if (!(bin = sr__node_runtime_bin(r->ctx)))
+		return;
+	json_array_foreach(r->env, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		if (name && strcmp(name, "PATH") == 0)
+			own = i;
+	}
+	if (own != (size_t)-1)
+		base = json_string_value(json_object_get(json_array_get(r->env, own), "value"));
+	path = malloc(strlen(bin) + strlen(base ? base : "") + 2);
+	if (path) {
+		sprintf(path, "%s%s%s", bin, base ? ":" : "", base ? base : "");
+		v = json_pack("{s:s, s:s}", "name", "PATH", "value", path);
+		if (own != (size_t)-1)
+			json_array_set_new(r->env, own, v);
+		else
+			json_array_append_new(r->env, v);
+	}
+	free(path);
+	free(bin);
+}
+
 static int start_relay(sr__run *r)
 {
 	char err[600], journal[4200];
@@ -975,6 +1010,7 @@ static void prepare(sr__run *r)
 		json_array_append(r->env, v);
 	json_array_foreach(json_object_get(res, "env"), i, v)
 		json_array_append(r->env, v);
+	add_node_runtime(r);
 	add_credentials(r);
 	r->files = expand_files(r, json_object_get(res, "files"));
 	json_decref(res);

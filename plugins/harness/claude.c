@@ -14,6 +14,8 @@
 #include "common.h"
 
 static const char *const npm[] = { "@agentclientprotocol/claude-agent-acp@0.101", NULL };
+/* The node those packages require (their package.json "engines"). */
+static const char node[] = ">=22";
 
 typedef struct claude {
 	harness h;
@@ -25,7 +27,7 @@ static int c_describe(void *self, sr_done_fn done, void *ud)
 	claude *c = self;
 
 	return sr_harness_reply(done, ud, json_pack(
-		"{s:o, s:[s, s], s:[s], s:[s, s], s:s, s:O, s:s, s:[s], s:b}",
+		"{s:o, s:[s, s], s:[s], s:[s, s], s:s, s:O, s:s, s:[s], s:s, s:b}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
 		"passthrough_env", "ANTHROPIC_BASE_URL",
@@ -34,6 +36,7 @@ static int c_describe(void *self, sr_done_fn done, void *ud)
 		"env", c->h.extra_env,
 		"install_dir", c->h.install_dir,
 		"npm", npm[0],
+		"node", node,
 		"wants_mcp_http", c->tools_http));
 }
 

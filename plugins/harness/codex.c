@@ -16,6 +16,8 @@
 
 static const char *const npm[] = { "@agentclientprotocol/codex-acp@2.6.0",
 				   "@openai/codex@0.166.0", NULL };
+/* The node those packages require (their package.json "engines"). */
+static const char node[] = ">=16";
 
 typedef struct codex {
 	harness h;
@@ -28,14 +30,15 @@ static int x_describe(void *self, sr_done_fn done, void *ud)
 	codex *c = self;
 
 	return sr_harness_reply(done, ud, json_pack(
-		"{s:o, s:[s, s], s:[s, s], s:s, s:O, s:s, s:[s, s]}",
+		"{s:o, s:[s, s], s:[s, s], s:s, s:O, s:s, s:[s, s], s:s}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "OPENAI_API_KEY", "CODEX_API_KEY",
 		"tools", "mcp_stdio", "mcp_http",
 		"mode", c->mode,
 		"env", c->h.extra_env,
 		"install_dir", c->h.install_dir,
-		"npm", npm[0], npm[1]));
+		"npm", npm[0], npm[1],
+		"node", node));
 }
 
 static int x_prepare(void *self, uint64_t req, const char *run_json,

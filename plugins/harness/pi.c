@@ -16,6 +16,8 @@
 
 static const char *const npm[] = { "pi-acp@0.0.24",
 				   "@mariozechner/pi-coding-agent@0.73.1", NULL };
+/* The node those packages require (their package.json "engines"). */
+static const char node[] = ">=20.6.0";
 
 typedef struct pi {
 	harness h;
@@ -28,13 +30,14 @@ static int p_describe(void *self, sr_done_fn done, void *ud)
 	pi *p = self;
 
 	return sr_harness_reply(done, ud, json_pack(
-		"{s:o, s:[s, s], s:[s], s:O, s:s, s:[s, s]}",
+		"{s:o, s:[s, s], s:[s], s:O, s:s, s:[s, s], s:s}",
 		"command", sr_harness_command(&p->h),
 		"credential_env", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
 		"tools", "relay_extension",
 		"env", p->h.extra_env,
 		"install_dir", p->h.install_dir,
-		"npm", npm[0], npm[1]));
+		"npm", npm[0], npm[1],
+		"node", node));
 }
 
 static int p_prepare(void *self, uint64_t req, const char *run_json,

@@ -32,6 +32,7 @@ function turn(harness, url) {
     const env = { ...process.env, SANDRUN_PLUGIN_PATH: `${build}/plugins/provider:${build}/plugins/harness`,
       SANDRUN_RUNNER_STATE_DIR: join(tmp, 'state'), SANDRUN_RUNNER_HARNESSES: 'claude,codex,pi',
       [`SANDRUN_HARNESS_${harness.toUpperCase()}_INSTALL_DIR`]: `${process.env.SANDRUN_HARNESS_DIR}/${harness}`,
+      SANDRUN_RUNNER_NODE_DIR: `${process.env.SANDRUN_HARNESS_DIR}/node`,
       ANTHROPIC_API_KEY: 'bench' };
     const p = spawn(`${build}/sandrun`, ['run', '--json', '--approve-all', '--harness', harness,
       '--model-url', url, 'say ok'], { env, stdio: ['ignore', 'pipe', 'ignore'] });

@@ -12,6 +12,8 @@ if [ -z "${SANDRUN_HARNESS_DIR:-}" ] || [ ! -x "$dir/node_modules/.bin/$BIN" ]; 
 fi
 export SANDRUN_RUNNER_HARNESSES=claude,codex,pi
 export "SANDRUN_HARNESS_$(echo "$HARNESS" | tr a-z A-Z)_INSTALL_DIR=$dir"
+# sandrun's Node.js runtime, where scripts/harnesses put it when needed.
+export SANDRUN_RUNNER_NODE_DIR="$SANDRUN_HARNESS_DIR/node"
 drive="node $SANDRUN_SRCDIR/tests/e2e/drive.mjs"
 start_callbacks
 cat >"$T/tools.json" <<JSON
