@@ -224,7 +224,7 @@ static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,
 {
 	sr_channel_callbacks cbs = { sizeof(cbs), out_chunk, err_chunk, on_exit_ch };
 	sr_exec_spec spec = { sizeof(spec), (const char *const *)cmd, o->env,
-			      o->n_env, o->cwd };
+			      o->n_env, o->cwd, NULL, 0 };
 	run r;
 	int rc;
 

@@ -87,7 +87,7 @@ static int run(sr__ctx *ctx, const char *const *argv, const char *bin,
 {
 	sr_proc_callbacks cbs = { sizeof(cbs), keep, keep, exited };
 	char **envp = bin ? env_with_path(bin) : NULL;
-	sr_proc_spec spec = { sizeof(spec), argv, (const char *const *)envp, NULL };
+	sr_proc_spec spec = { sizeof(spec), argv, (const char *const *)envp, NULL, 0 };
 	sr_proc *proc;
 	int rc;
 

@@ -3,6 +3,7 @@
  * caller never loses the tail of the output. */
 #include "config.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ struct sr_proc {
 	int eofs;         /* output streams finished (of 2) */
 	int stdin_closed;
 	int reported;
+	int group;        /* SR_PROC_GROUP: signals go to the process group */
 };
 
 typedef struct write_req {
@@ -135,6 +137,10 @@ int sr__proc_spawn(uv_loop_t *loop, const sr_proc_spec *spec,
 	o.stdio = stdio;
 	o.stdio_count = 3;
 	o.exit_cb = on_exit_cb;
+	if (spec->size >= SR_TABLE_HAS(sr_proc_spec, flags) && (spec->flags & SR_PROC_GROUP)) {
+		o.flags |= UV_PROCESS_DETACHED; /* setsid(): a group of its own */
+		p->group = 1;
+	}
 	rc = uv_spawn(loop, &p->proc, &o);
 	if (rc != 0) {
 		snprintf(err, errlen, "cannot run '%s': %s", spec->argv[0],
@@ -204,6 +210,10 @@ int sr__proc_close_stdin(sr_proc *p)
 
 int sr__proc_kill(sr_proc *p, int signum)
 {
+	/* A group outlives its leader: signal it even after the leader left
+	 * (its id stays reserved while any member lives). */
+	if (p->group)
+		return kill(-(pid_t)p->proc.pid, signum) == 0 || errno == ESRCH ? SR_OK : SR_EIO;
 	if (p->exited)
 		return SR_OK;
 	return uv_process_kill(&p->proc, signum) == 0 ? SR_OK : SR_EIO;

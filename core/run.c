@@ -731,6 +731,25 @@ static void on_initialize(void *ud, json_t *result, json_t *error, const char *m
 
 /* ------------------------------------------------------------- agent */
 
+/* What the agent reads on the runner's host, for a provider that confines
+ * a local sandbox: the adapter (its install directory and command), the
+ * shim, and sandrun's Node.js runtime. */
+static json_t *host_paths(sr__run *r)
+{
+	json_t *paths = json_array();
+	char *node = sr__node_dir(r->ctx);
+
+	json_array_append(paths, json_array_get(json_object_get(r->desc, "command"), 0));
+	if (json_is_string(json_object_get(r->desc, "install_dir")))
+		json_array_append(paths, json_object_get(r->desc, "install_dir"));
+	if (r->tools && r->o.shim_path)
+		json_array_append_new(paths, json_string(r->o.shim_path));
+	if (node)
+		json_array_append_new(paths, json_string(node));
+	free(node);
+	return paths;
+}
+
 static void start_agent(sr__run *r)
 {
 	static const sr__acp_handlers h = { acp_write, on_agent_request,
@@ -740,23 +759,30 @@ static void start_agent(sr__run *r)
 	json_t *cmd = json_object_get(r->desc, "command");
 	const char **argv = calloc(json_array_size(cmd) + 1, sizeof(*argv));
 	sr_pair *env = calloc(json_array_size(r->env) + 1, sizeof(*env));
-	sr_exec_spec spec = { sizeof(spec), argv, env, json_array_size(r->env), r->workspace };
+	json_t *paths = host_paths(r);
+	const char **hp = calloc(json_array_size(paths) + 1, sizeof(*hp));
+	sr_exec_spec spec = { sizeof(spec), argv, env, json_array_size(r->env), r->workspace,
+			      hp, json_array_size(paths) };
 	size_t i;
 	json_t *v;
 	int rc;
 
 	json_array_foreach(cmd, i, v)
 		argv[i] = json_string_value(v);
+	json_array_foreach(paths, i, v)
+		hp[i] = json_string_value(v);
 	json_array_foreach(r->env, i, v) {
 		env[i].name = json_string_value(json_object_get(v, "name"));
 		env[i].value = json_string_value(json_object_get(v, "value"));
 	}
 	r->acp = sr__acp_new(r->ctx->loop, &h, r);
 	r->chan = sr__next_req();
-	rc = argv[0] ? sr__provider_exec(r->provider, r->chan, r->sandbox_id, &spec, &cbs, r) :
-		       SR_EINVAL;
+	rc = argv[0] && env && hp ? sr__provider_exec(r->provider, r->chan, r->sandbox_id,
+						      &spec, &cbs, r) : SR_EINVAL;
 	free(argv);
 	free(env);
+	free(hp);
+	json_decref(paths);
 	if (rc != SR_OK) {
 		fail(r, "agent_not_started", "cannot start the agent '%s': %s (is it installed? "
 		     "run 'sandrun install-harness %s')",

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 1
-#define SR_ABI_MINOR 0
+#define SR_ABI_MINOR 1
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -139,7 +139,14 @@ typedef struct sr_proc_spec {
 	const char *const *argv;  /* argv[0] is searched in PATH; NULL-terminated */
 	const char *const *envp;  /* "NAME=value", NULL-terminated; NULL inherits */
 	const char *cwd;          /* NULL: the runner's */
+	/* ABI 1.1: SR_PROC_* flags. Read only when size >=
+	 * SR_TABLE_HAS(sr_proc_spec, flags). */
+	uint32_t flags;
 } sr_proc_spec;
+
+/* The child leads a new session and process group (so it has no
+ * controlling terminal), and proc_kill signals the whole group. */
+#define SR_PROC_GROUP (1u << 0)
 
 typedef struct sr_proc_callbacks {
 	uint32_t size; /* sizeof(sr_proc_callbacks) */
@@ -282,6 +289,13 @@ typedef struct sr_exec_spec {
 	const sr_pair *env;       /* added to the provider's base environment */
 	size_t n_env;
 	const char *cwd;          /* NULL: the sandbox's workspace */
+	/* ABI 1.1: absolute paths on the runner's host the process needs to
+	 * read (an adapter's install directory, a runtime, the shim). A
+	 * provider without SR_CAP_REMOTE that confines its sandboxes makes
+	 * them visible inside, read-only; others ignore them. Read only when
+	 * size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths). */
+	const char *const *host_paths;
+	size_t n_host_paths;
 } sr_exec_spec;
 
 /* Duplex byte channel of a process in a sandbox; same meaning as

@@ -56,6 +56,7 @@ typedef struct local {
 	const sr_host *host;
 	char *root;
 	char *bwrap;       /* path of bwrap, or NULL */
+	int unconfined;    /* [provider.local] confinement = none */
 	char **env_allow;  /* extra names from the config */
 	channel *channels;
 } local;
@@ -257,6 +258,16 @@ static const char *policy_unenforceable(const local *lp,
 	if (np->mode != SR_NET_OFF)
 		return "unknown network mode";
 	return NULL;
+}
+
+#define NO_BWRAP "local sandboxes run confined by bubblewrap, which is not installed " \
+	"(apt-get install bubblewrap); [provider.local] confinement = none runs them " \
+	"unconfined, as the runner's user with a view of the whole host"
+
+/* Can sandboxes run here? NULL, or the reason not. */
+static const char *unconfinable(const local *lp)
+{
+	return lp->bwrap || lp->unconfined ? NULL : NO_BWRAP;
 }
 
 /* "root" is where the sandbox lives on the runner's host: the core puts the
@@ -834,6 +845,8 @@ static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 
 	(void)req;
 	why = policy_unenforceable(lp, &spec->network);
+	if (!why)
+		why = unconfinable(lp);
 	if (why) {
 		done_status(done, ud, SR_EUNSUPPORTED, why, NULL);
 		return SR_EUNSUPPORTED;
@@ -1020,16 +1033,87 @@ static void free_strv(char **v)
 	free(v);
 }
 
+static int is_dir(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* bubblewrap's arguments for a confined process, into argv (room for 40 +
+ * 3 * n_paths); returns how many. The system is visible read-only; /tmp,
+ * /var/tmp, /run (host sockets), /home and /root, the runner's state
+ * directory (sessions, relay journals, plugin records) and the sandboxes'
+ * root are each replaced by an empty tmpfs; then the host paths the
+ * process needs are bound back read-only and its own sandbox read-write.
+ * Own mount, pid, ipc and uts namespaces (and network, for 'off'); it
+ * dies with the runner, and with its pid namespace every process in it.
+ * Killing the process group (SR_PROC_GROUP) also catches a child that
+ * bwrap started but had not yet tied to its own death. */
+static size_t confine_args(const local *lp, const char *dir, const char *cwd,
+			   int net_off, const char *const *paths, size_t n_paths,
+			   const char **argv)
+{
+	static const char *const fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev",
+					     "--proc", "/proc", NULL };
+	static const char *const hidden[] = { "/tmp", "/var/tmp", "/run", "/home",
+					      "/root", NULL };
+	/* No --new-session: the host already made the process a session of
+	 * its own (SR_PROC_GROUP), and the children stay in its group. */
+	static const char *const spaces[] = { "--unshare-pid", "--unshare-ipc",
+					      "--unshare-uts", "--die-with-parent", NULL };
+	const char *state = lp->host->state_dir(lp->host);
+	size_t n = 0;
+
+	argv[n++] = lp->bwrap;
+	for (const char *const *a = fixed; *a; a++)
+		argv[n++] = *a;
+	for (const char *const *h = hidden; *h; h++)
+		if (is_dir(*h)) {
+			argv[n++] = "--tmpfs";
+			argv[n++] = *h;
+		}
+	if (state) {
+		argv[n++] = "--tmpfs";
+		argv[n++] = state;
+	}
+	argv[n++] = "--tmpfs";
+	argv[n++] = lp->root;
+	for (size_t i = 0; i < n_paths; i++)
+		if (paths[i] && paths[i][0] == '/' && access(paths[i], F_OK) == 0) {
+			argv[n++] = "--ro-bind";
+			argv[n++] = paths[i];
+			argv[n++] = paths[i];
+		}
+	argv[n++] = "--bind";
+	argv[n++] = dir;
+	argv[n++] = dir;
+	for (const char *const *a = spaces; *a; a++)
+		argv[n++] = *a;
+	if (net_off)
+		argv[n++] = "--unshare-net";
+	argv[n++] = "--chdir";
+	argv[n++] = cwd;
+	/* bwrap exits 1 when it cannot run the program; a shell's exec gives
+	 * the usual 127 (not found) and 126 (not executable). */
+	argv[n++] = "--";
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = "exec \"$@\"";
+	argv[n++] = "sh";
+	return n;
+}
+
 static int l_exec(void *self, uint64_t req, const char *id,
 		  const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
 		  void *ud)
 {
 	local *lp = self;
 	sr_proc_callbacks pc = { sizeof(pc), ch_stdout, ch_stderr, ch_exit };
-	sr_proc_spec ps = { sizeof(ps), NULL, NULL, NULL };
+	sr_proc_spec ps = { sizeof(ps), NULL, NULL, NULL, SR_PROC_GROUP };
 	char dir[4096], ws[4200];
 	const char **argv = NULL;
-	size_t argc = 0, pre = 0;
+	size_t argc = 0, pre = 0, n_paths = 0;
 	json_t *meta;
 	char **envp = NULL;
 	channel *c = NULL;
@@ -1047,24 +1131,29 @@ static int l_exec(void *self, uint64_t req, const char *id,
 	off = strcmp(json_string_value(json_object_get(meta, "network")) ?
 		     json_string_value(json_object_get(meta, "network")) : "open",
 		     "off") == 0;
-	if (off && !lp->bwrap) {
+	if ((off && !lp->bwrap) || unconfinable(lp)) {
 		json_decref(meta);
-		lp->host->log(lp->host, SR_LOG_ERROR,
-			      "sandbox '%s' has network 'off' but bubblewrap is missing; refusing to run",
-			      id);
+		lp->host->log(lp->host, SR_LOG_ERROR, "sandbox '%s': refusing to run: %s", id,
+			      off && !lp->bwrap && lp->unconfined ?
+			      "it has network 'off' but bubblewrap is missing" : NO_BWRAP);
 		return SR_EPERM;
 	}
 	sandbox_dir(lp, id, dir, sizeof(dir));
 	snprintf(ws, sizeof(ws), "%s/workspace", dir);
 	while (spec->argv[argc])
 		argc++;
-	argv = calloc(argc + 16, sizeof(*argv));
+	if (spec->size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths))
+		n_paths = spec->n_host_paths;
+	argv = calloc(argc + 48 + 3 * n_paths, sizeof(*argv));
 	envp = build_env(lp, id, meta, spec);
 	c = calloc(1, sizeof(*c));
 	rc = SR_ENOMEM;
 	if (!argv || !envp || !c)
 		goto out;
-	if (off) {
+	if (!lp->unconfined) {
+		pre = confine_args(lp, dir, spec->cwd ? spec->cwd : ws, off,
+				   n_paths ? spec->host_paths : NULL, n_paths, argv);
+	} else if (off) {
 		argv[pre++] = lp->bwrap;
 		argv[pre++] = "--dev-bind";
 		argv[pre++] = "/";
@@ -1263,13 +1352,19 @@ static void probe_exit(void *ud, int status, int sig)
 	json_t *j;
 	char *s;
 
-	if (status == 0 && sig == 0)
+	if (status == 0 && sig == 0 && p->lp->unconfined)
 		snprintf(detail, sizeof(detail),
-			 "sandboxes in %s; bubblewrap %s isolates network 'off'",
+			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
+			 "user with a view of the whole host; bubblewrap %s isolates network 'off'",
+			 p->lp->root, p->lp->bwrap);
+	else if (status == 0 && sig == 0)
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
+			 "namespaces; the host read-only; network 'off' isolated)",
 			 p->lp->root, p->lp->bwrap);
 	else
 		snprintf(detail, sizeof(detail),
-			 "sandboxes in %s; bubblewrap %s cannot create a network namespace (exit %d): %s",
+			 "sandboxes in %s; bubblewrap %s cannot create its namespaces (exit %d): %s",
 			 p->lp->root, p->lp->bwrap, status, p->err);
 	j = json_pack("{s:b, s:s}", "ok", status == 0 && sig == 0, "detail", detail);
 	s = json_dumps(j, JSON_COMPACT);
@@ -1285,8 +1380,8 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 	static const char *const argv_tmpl[] = { NULL, "--dev-bind", "/", "/",
 						 "--unshare-net", "--", "true",
 						 NULL };
-	const char *argv[8];
-	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL };
+	const char *argv[48];
+	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL, 0 };
 	sr_proc_callbacks cb = { sizeof(cb), NULL, probe_stderr, probe_exit };
 	char detail[600];
 	sr_proc *proc;
@@ -1298,14 +1393,24 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 		snprintf(detail, sizeof(detail), "cannot create or write %s: %s",
 			 lp->root, strerror(errno));
 		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
-	} else if (!lp->bwrap) {
+	} else if (!lp->bwrap && lp->unconfined) {
 		snprintf(detail, sizeof(detail),
-			 "sandboxes in %s; no bubblewrap: network policy is not enforced (apt-get install bubblewrap)",
-			 lp->root);
+			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
+			 "user with a view of the whole host; no bubblewrap: network policy is not "
+			 "enforced (apt-get install bubblewrap)", lp->root);
 		j = json_pack("{s:b, s:s}", "ok", 1, "detail", detail);
+	} else if (!lp->bwrap) {
+		snprintf(detail, sizeof(detail), "%s", NO_BWRAP);
+		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
 	} else {
-		memcpy(argv, argv_tmpl, sizeof(argv));
-		argv[0] = lp->bwrap;
+		if (lp->unconfined) {
+			memcpy(argv, argv_tmpl, sizeof(argv_tmpl));
+			argv[0] = lp->bwrap;
+		} else {
+			size_t n = confine_args(lp, lp->root, "/", 1, NULL, 0, argv);
+			argv[n++] = "true";
+			argv[n] = NULL;
+		}
 		if (!(p = calloc(1, sizeof(*p))))
 			return SR_ENOMEM;
 		p->lp = lp;
@@ -1370,6 +1475,7 @@ static int l_init(const sr_host *host, void **self)
 	const char *root = host->config_get(host, "root");
 	const char *bwrap = host->config_get(host, "bwrap");
 	const char *allow = host->config_get(host, "env_allow");
+	const char *confine = host->config_get(host, "confinement");
 	const char *pdir;
 
 	if (!lp)
@@ -1400,6 +1506,12 @@ static int l_init(const sr_host *host, void **self)
 				"'auto', 'off' or the absolute path of an executable bwrap");
 		}
 		lp->bwrap = strdup(bwrap);
+	}
+	if (confine && strcmp(confine, "none") == 0) {
+		lp->unconfined = 1;
+	} else if (confine && strcmp(confine, "bwrap") != 0) {
+		l_fini(lp);
+		return host->config_invalid(host, "confinement", "'bwrap' or 'none'");
 	}
 	if (allow && !(lp->env_allow = split_names(allow))) {
 		l_fini(lp);
@@ -1434,7 +1546,8 @@ static const sr_provider_ops local_ops = {
 	.cancel = l_cancel,
 };
 
-static const char *const local_keys[] = { "root", "bwrap", "env_allow", NULL };
+static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",
+					  NULL };
 
 static const sr_plugin_descriptor local_descriptor = {
 	.abi_major = SR_ABI_MAJOR,

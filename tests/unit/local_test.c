@@ -99,7 +99,7 @@ static int run_in(const char *id, const char *const *argv, const sr_pair *env,
 		  size_t n_env, out *o)
 {
 	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
-	sr_exec_spec spec = { sizeof(spec), argv, env, n_env, NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, env, n_env, NULL, NULL, 0 };
 	uint64_t req = sr__next_req();
 	int rc;
 
@@ -308,7 +308,7 @@ Test(local, parking_stopped_kills_running_processes)
 {
 	const char *argv[] = { "sleep", "30", NULL };
 	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
-	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
 	out o;
 	char *id;
 

@@ -49,7 +49,7 @@ static const sr_proc_callbacks cbs = { sizeof(cbs), on_out, on_err, on_exit_ };
 
 static sr_proc *spawn(const char *const *argv, result *r)
 {
-	sr_proc_spec spec = { sizeof(spec), argv, NULL, NULL };
+	sr_proc_spec spec = { sizeof(spec), argv, NULL, NULL, 0 };
 	sr_proc *p = NULL;
 	char err[256];
 
@@ -132,7 +132,7 @@ Test(proc, exit_code_and_stderr_are_reported)
 Test(proc, missing_program_is_not_found)
 {
 	const char *argv[] = { "/nonexistent/program", NULL };
-	sr_proc_spec spec = { sizeof(spec), argv, NULL, NULL };
+	sr_proc_spec spec = { sizeof(spec), argv, NULL, NULL, 0 };
 	sr_proc *p = (sr_proc *)1;
 	char err[256];
 
@@ -152,4 +152,50 @@ Test(proc, write_after_exit_is_refused)
 	sr__proc_close_stdin(p);
 	cr_assert_eq(sr__proc_write(p, "x", 1), SR_ESTATE);
 	run_until_exit(&r);
+}
+
+/* Running, and not a zombie waiting for its new parent to reap it. */
+static int alive(long pid)
+{
+	char path[64], buf[512], *close_paren;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	close_paren = strrchr(buf, ')');
+	return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z';
+}
+
+/* SR_PROC_GROUP: killing the process also kills what it started, and the
+ * child has no controlling terminal of the runner's. */
+Test(proc, group_kill_reaches_grandchildren)
+{
+	const char *argv[] = { "sh", "-c", "sleep 30 & echo $!; wait", NULL };
+	sr_proc_spec spec = { sizeof(spec), argv, NULL, NULL, SR_PROC_GROUP };
+	sr_proc *p = NULL;
+	char err[256];
+	result r;
+	long grandchild;
+
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(sr__proc_spawn(uv_default_loop(), &spec, &cbs, &r, &p, err,
+				    sizeof(err)), SR_OK, "%s", err);
+	while (!memchr(r.out, '\n', r.out_bytes) && uv_run(uv_default_loop(), UV_RUN_ONCE))
+		;
+	grandchild = strtol(r.out, NULL, 10);
+	cr_assert_gt(grandchild, 1);
+	cr_assert_eq(getpgid((pid_t)grandchild), (pid_t)sr__proc_pid(p),
+		     "the grandchild is in the child's group");
+	cr_assert_eq(getsid((pid_t)sr__proc_pid(p)), (pid_t)sr__proc_pid(p),
+		     "the child leads a session of its own");
+	cr_assert_eq(sr__proc_kill(p, SIGKILL), SR_OK);
+	/* The grandchild held stdout: exit is reported only once it died. */
+	run_until_exit(&r);
+	cr_assert_eq(r.sig, SIGKILL);
+	cr_assert(!alive(grandchild), "the grandchild %ld survived", grandchild);
 }

@@ -1,0 +1,90 @@
+#!/bin/sh
+# A local sandbox is a real one (bubblewrap): from inside, another sandbox's
+# workspace, the runner's state directory and relay journal, host Unix
+# sockets and host processes are out of sight, and nothing outside the
+# sandbox can be written. Without bubblewrap, sandboxes are refused unless
+# the operator sets confinement = none.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+if ! command -v bwrap >/dev/null; then
+	echo "SKIP: bubblewrap is not installed (scripts/deps installs it)"
+	[ "${CI:-}" = true ] && { echo "FAIL: CI=true: bubblewrap must be installed"; exit 1; }
+	exit 77
+fi
+node=$(command -v node) || { echo "FAIL: node is needed for the socket checks"; exit 1; }
+boxes="$T/state/plugins/provider.local/sandboxes"
+in_box() { # in_box ID SCRIPT: run a shell script inside the sandbox
+	"$S" sandbox exec "$1" -- sh -c "$2" >"$T/out" 2>"$T/err"
+}
+# refused NAME ID SCRIPT [-]: the script must fail inside; unless "-" (a
+# script that changes something), it must work outside too, so that the
+# check proves the sandbox, not a typo.
+refused() {
+	if [ "${4:-}" = - ] || sh -c "$3" >/dev/null 2>&1; then :; else
+		fail "$1: does not work outside the sandbox either"; return
+	fi
+	if in_box "$2" "$3"; then fail "$1"; sed 's/^/  out: /' "$T/out" | head -5; else ok "$1"; fi
+}
+
+expect "doctor says sandboxes are confined" 0 "$S" doctor
+grep_in "doctor names bubblewrap" "$T/out" "provider local .*confined by bubblewrap"
+a=$("$S" sandbox create) && b=$("$S" sandbox create) || { fail "two sandboxes"; finish; exit 1; }
+in_box "$a" 'echo private-to-a >secret.txt && echo ok' && ok "a writes its own workspace" ||
+	fail "a writes its own workspace"
+test -f "$boxes/$a/workspace/secret.txt" && ok "the file is in a's workspace on the host" ||
+	fail "the file is in a's workspace on the host"
+
+# The runner's own state: a session pointer, a relay journal entry.
+mkdir -p "$T/state/sessions" "$T/state/relay/run-1"
+echo '{"sandbox":"sb-x"}' >"$T/state/sessions/ses-1.json"
+echo claimed >"$T/state/relay/run-1/call-1.claim"
+
+refused "another sandbox's workspace is out of sight" "$b" "cat '$boxes/$a/workspace/secret.txt'"
+refused "the sandboxes' root lists nothing else" "$b" "ls '$boxes' | grep -q '$a'"
+refused "session pointers are out of sight" "$b" "cat '$T/state/sessions/ses-1.json'"
+refused "the relay journal is out of sight" "$b" "cat '$T/state/relay/run-1/call-1.claim'"
+refused "the journal claim cannot be deleted" "$b" "rm '$T/state/relay/run-1/call-1.claim'" -
+test -f "$T/state/relay/run-1/call-1.claim" && ok "the claim is still there" || fail "the claim is still there"
+refused "the source tree cannot be written" "$b" "touch '$SANDRUN_BUILDDIR/written-from-sandbox' && rm '$SANDRUN_BUILDDIR/written-from-sandbox'"
+# The runner's /tmp: the sandbox writes into its own, never the host's.
+in_box "$b" "touch '$T/written-from-sandbox'"
+refused "the system cannot be written" "$b" "touch /usr/written-from-sandbox" -
+test ! -e "$T/written-from-sandbox" && ok "nothing reaches the runner's /tmp" ||
+	fail "nothing reaches the runner's /tmp"
+
+# Host Unix sockets: one in the runner's /tmp, one in /run.
+sock1="$T/host.sock" sock2="/run/sandrun-test-$$.sock"
+"$node" -e 'for (const p of process.argv.slice(1))
+	require("net").createServer(c => { c.on("error", () => {}); c.end("hi"); }).listen(p)' \
+	"$sock1" "$sock2" &
+srv=$!
+for _ in $(seq 100); do [ -S "$sock1" ] && [ -S "$sock2" ] && break; sleep 0.05; done
+connect="$node -e 'const s=require(\"net\").connect(process.argv[1]); s.on(\"connect\",()=>process.exit(0)); s.on(\"error\",()=>process.exit(1))'"
+refused "a host socket in /tmp cannot be reached" "$b" "$connect '$sock1'"
+refused "a host socket in /run cannot be reached" "$b" "$connect '$sock2'"
+kill "$srv" 2>/dev/null; rm -f "$sock2"
+
+# Host processes: this shell's pid is not there; only a handful of pids are.
+refused "host processes are out of sight" "$b" "test -d /proc/$$"
+in_box "$b" 'ls /proc | grep -c "^[0-9]"'
+test "$(cat "$T/out")" -lt 10 && ok "a pid namespace of its own ($(cat "$T/out") pids)" ||
+	fail "a pid namespace of its own ($(cat "$T/out") pids)"
+refused "home directories are out of sight" "$b" 'test -n "$(ls -A /root)$(ls -A /home)"'
+
+expect "exec of a missing program is 127" 127 "$S" exec -- /nonexistent/prog
+"$S" sandbox destroy "$a" >/dev/null 2>&1
+"$S" sandbox destroy "$b" >/dev/null 2>&1
+
+# Without bubblewrap: refused, unless the operator opts out.
+SANDRUN_PROVIDER_LOCAL_BWRAP=off expect "without bubblewrap, create is refused" 4 "$S" sandbox create
+grep_in "it says why and how to opt out" "$T/err" "confinement = none"
+SANDRUN_PROVIDER_LOCAL_BWRAP=off expect "doctor fails without bubblewrap" 1 "$S" doctor
+grep_in "doctor says what to install" "$T/out" "apt-get install bubblewrap"
+SANDRUN_PROVIDER_LOCAL_BWRAP=off SANDRUN_PROVIDER_LOCAL_CONFINEMENT=none \
+	expect "confinement = none runs unconfined" 0 "$S" exec -- cat "$T/state/sessions/ses-1.json"
+SANDRUN_PROVIDER_LOCAL_BWRAP=off SANDRUN_PROVIDER_LOCAL_CONFINEMENT=none \
+	expect "doctor says so" 0 "$S" doctor
+grep_in "doctor names the opt-out" "$T/out" "confinement = none: they run unconfined"
+SANDRUN_PROVIDER_LOCAL_CONFINEMENT=maybe expect "a bad confinement value fails doctor" 1 "$S" doctor
+grep_in "it names the key and the value" "$T/err" "key 'confinement': invalid value 'maybe'"
+finish
