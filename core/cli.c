@@ -29,6 +29,20 @@ void sr__wait_run(sr__ctx *ctx, sr__wait *w)
 		;
 }
 
+void sr__wait_for(sr__ctx *ctx, sr__wait *w, int rc)
+{
+	if (rc == SR_OK) {
+		sr__wait_run(ctx, w);
+		if (!w->done) { /* the loop ran dry: a plugin never called back */
+			w->status = SR_EPROTO;
+			w->message = strdup("the plugin never called back");
+		}
+		return;
+	}
+	w->done = 1;
+	w->status = rc;
+}
+
 void sr__wait_clear(sr__wait *w)
 {
 	free(w->message);

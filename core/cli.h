@@ -27,6 +27,10 @@ typedef struct sr__wait {
 void sr__wait_done(void *ud, const sr_result *r);
 /* Run the loop until w->done. */
 void sr__wait_run(sr__ctx *ctx, sr__wait *w);
+/* After starting an operation with sr__wait_done (rc its return): wait
+ * for its callback, or, when it failed at once (then no callback comes,
+ * by the completion rule), record rc as its outcome. */
+void sr__wait_for(sr__ctx *ctx, sr__wait *w, int rc);
 void sr__wait_clear(sr__wait *w);
 
 /* Set up ctx for a command (config, plugins). Returns an exit code. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/complete.h"
 #include "core/harness.h"
 #include "core/log.h"
 #include "core/node.h"
@@ -49,6 +50,7 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 	char what[64], detail[1024];
 	sr__wait w = { 0 };
 	json_t *j;
+	int rc;
 
 	snprintf(what, sizeof(what), "%s %s", sr__kind_name(kind), name);
 	if (!p) {
@@ -64,17 +66,20 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 		line("FAIL", what, detail);
 		return;
 	}
-	if (!p->desc->doctor) {
+	rc = sr__plugin_doctor(p, sr__wait_done, &w);
+	if (rc == SR_EUNSUPPORTED) {
 		snprintf(detail, sizeof(detail), "loaded from %s (it offers no checks)",
 			 p->path);
 		line("ok", what, detail);
 		return;
 	}
-	if (p->desc->doctor(p->self, sr__wait_done, &w) != SR_OK && !w.done) {
-		line("FAIL", what, "its check could not start");
+	if (rc != SR_OK) {
+		snprintf(detail, sizeof(detail), "its check could not start: %s",
+			 sr__strerror(rc));
+		line("FAIL", what, detail);
 		return;
 	}
-	sr__wait_run(ctx, &w);
+	sr__wait_for(ctx, &w, SR_OK);
 	j = w.json ? json_loads(w.json, 0, NULL) : NULL;
 	if (w.status != SR_OK || !json_is_object(j)) {
 		snprintf(detail, sizeof(detail), "check failed: %s",

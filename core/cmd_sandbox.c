@@ -138,15 +138,15 @@ static int report(sr__wait *w, const char *what)
 
 static int create(sr__ctx *ctx, sr__plugin *p, opts *o, char **id_out)
 {
-	sr_sandbox_spec spec = { sizeof(spec), NULL, o->env, o->n_env, NULL, 0,
-				 { o->network < 0 ? SR_NET_OPEN : o->network, NULL, 0 },
+	sr_network_policy np = { sizeof(np), o->network < 0 ? SR_NET_OPEN : o->network,
+				 NULL, 0 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, o->env, o->n_env, NULL, 0, &np,
 				 o->labels, o->n_labels };
 	sr__wait w = { 0 };
 	json_t *j;
 	int rc;
 
-	sr__provider_create(p, sr__next_req(), &spec, sr__wait_done, &w);
-	sr__wait_run(ctx, &w);
+	sr__wait_for(ctx, &w, sr__provider_create(p, sr__next_req(), &spec, sr__wait_done, &w));
 	rc = report(&w, "create");
 	if (rc == SR_EXIT_OK) {
 		j = json_loads(w.json ? w.json : "", 0, NULL);
@@ -198,6 +198,15 @@ static void on_exit_ch(void *ud, int status, int sig)
 	r->input = NULL;
 }
 
+static void on_failed_ch(void *ud, int status, const char *message)
+{
+	run *r = ud;
+
+	fprintf(stderr, "sandrun: the process failed: %s\n",
+		message ? message : sr__strerror(status));
+	on_exit_ch(r, SR_EXIT_FAIL, 0);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	run *r = s->data;
@@ -222,7 +231,8 @@ static void on_stdin(void *ud, const char *data, size_t n)
 static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,
 		   char **cmd)
 {
-	sr_channel_callbacks cbs = { sizeof(cbs), out_chunk, err_chunk, on_exit_ch };
+	sr_channel_callbacks cbs = { sizeof(cbs), out_chunk, err_chunk, on_exit_ch,
+				     on_failed_ch };
 	sr_exec_spec spec = { sizeof(spec), (const char *const *)cmd, o->env,
 			      o->n_env, o->cwd, NULL, 0 };
 	run r;
@@ -349,17 +359,17 @@ int sr__cmd_sandbox(int argc, char **argv, const char *config_path)
 	} else if (strcmp(sub, "exec") == 0) {
 		rc = exec_in(&ctx, p, id, &o, argv + i);
 	} else {
-		sr_network_policy np = { o.network, NULL, 0 };
+		sr_network_policy np = { sizeof(np), o.network, NULL, 0 };
 		uint64_t req = sr__next_req();
 		if (strcmp(sub, "park") == 0)
-			sr__provider_park(p, req, id, o.stopped ? SR_PARK_STOPPED :
-				SR_PARK_RUNNING, sr__wait_done, &w);
+			rc = sr__provider_park(p, req, id, o.stopped ? SR_PARK_STOPPED :
+					       SR_PARK_RUNNING, sr__wait_done, &w);
 		else if (strcmp(sub, "reconnect") == 0)
-			sr__provider_reconnect(p, req, id, o.network < 0 ? NULL : &np,
-					       sr__wait_done, &w);
+			rc = sr__provider_reconnect(p, req, id, o.network < 0 ? NULL : &np,
+						    sr__wait_done, &w);
 		else
-			sr__provider_destroy(p, req, id, sr__wait_done, &w);
-		sr__wait_run(&ctx, &w);
+			rc = sr__provider_destroy(p, req, id, sr__wait_done, &w);
+		sr__wait_for(&ctx, &w, rc);
 		rc = report(&w, sub);
 		if (rc == SR_EXIT_OK && w.json)
 			printf("%s\n", o.json ? w.json : id);
@@ -405,8 +415,7 @@ int sr__cmd_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "sandrun: kept sandbox %s\n", id);
 		goto out;
 	}
-	sr__provider_destroy(p, sr__next_req(), id, sr__wait_done, &w);
-	sr__wait_run(&ctx, &w);
+	sr__wait_for(&ctx, &w, sr__provider_destroy(p, sr__next_req(), id, sr__wait_done, &w));
 	if (report(&w, "destroy") != SR_EXIT_OK && rc == SR_EXIT_OK)
 		rc = SR_EXIT_FAIL;
 	sr__wait_clear(&w);

@@ -2,6 +2,7 @@
 #ifndef SR_CORE_CTX_H
 #define SR_CORE_CTX_H
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "core/conf.h"
@@ -16,6 +17,10 @@ typedef struct sr__ctx {
 	sr__registry *reg;
 	struct sr__http *http; /* created on first use */
 	char *state_dir;       /* created (0700) on first use */
+	/* Where plugins' events go (host->event): the run in progress. The
+	 * event is borrowed. NULL: logged. */
+	void (*event_sink)(void *ud, json_t *event);
+	void *event_ud;
 } sr__ctx;
 
 /* Load the configuration (path NULL: the default file, absent is fine),

@@ -10,8 +10,12 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "core/complete.h"
 #include "core/ctx.h"
 #include "core/host.h"
 #include "core/http.h"
@@ -129,20 +133,118 @@ static void h_timer_stop(sr_timer *t)
 
 /* -------------------------------------------------------------- http */
 
-static sr_http_call *h_http_request(const sr_host *h,
-				    const sr_http_request *req,
-				    sr_done_fn done, void *ud)
+/* The core's HTTP client calls back from inside the call when a request
+ * cannot start; a plugin gets that as an error return instead (the
+ * completion rule), the reason logged. */
+typedef struct http_hold {
+	const sr_host *h;
+	sr_done_fn done;
+	void *ud;
+	int in_call, failed;
+} http_hold;
+
+static void http_held_done(void *ud, const sr_result *r)
+{
+	http_hold *hold = ud;
+
+	if (hold->in_call) {
+		hold->failed = r->status != SR_OK ? r->status : SR_EIO;
+		sr__log(SR_LOG_WARN, priv(hold->h)->plugin->section, "HTTP request not started: %s",
+			r->message ? r->message : sr__strerror(r->status));
+		return;
+	}
+	hold->done(hold->ud, r);
+	free(hold);
+}
+
+static int http_start(const sr_host *h, const sr_http_request *req,
+		      const sr_http_stream_callbacks *stream, sr_done_fn done,
+		      void *ud, sr_http_call **out)
 {
 	sr__ctx *ctx = priv(h)->ctx;
+	sr_http_stream_callbacks held_stream;
+	http_hold *hold;
+	sr_http_call *c;
+	int rc;
 
+	*out = NULL;
 	if (!ctx->http && !(ctx->http = sr__http_new(ctx->loop))) {
-		sr_result r = { sizeof(r), SR_ENETWORK,
-				"HTTP unavailable: cannot load " SR_LIBCURL_SONAME,
-				NULL, NULL, 0 };
-		done(ud, &r);
-		return NULL;
+		sr__log(SR_LOG_WARN, priv(h)->plugin->section,
+			"HTTP unavailable: cannot load " SR_LIBCURL_SONAME);
+		return SR_ENETWORK;
 	}
-	return sr__http_request(ctx->http, req, done, ud);
+	if (!(hold = calloc(1, sizeof(*hold))))
+		return SR_ENOMEM;
+	hold->h = h;
+	hold->done = done;
+	hold->ud = ud;
+	hold->in_call = 1;
+	if (stream) {
+		held_stream = *stream;
+		held_stream.done = http_held_done;
+		c = sr__http_stream(ctx->http, req, &held_stream, hold);
+	} else {
+		c = sr__http_request(ctx->http, req, http_held_done, hold);
+	}
+	hold->in_call = 0;
+	rc = c ? SR_OK : hold->failed ? hold->failed : SR_EINVAL;
+	if (rc != SR_OK) {
+		free(hold);
+		return rc;
+	}
+	*out = c;
+	return SR_OK;
+}
+
+static int h_http_request(const sr_host *h, const sr_http_request *req,
+			  sr_done_fn done, void *ud, sr_http_call **call)
+{
+	return http_start(h, req, NULL, done, ud, call);
+}
+
+static int h_http_stream(const sr_host *h, const sr_http_request *req,
+			 const sr_http_stream_callbacks *cbs, void *ud,
+			 sr_http_call **call)
+{
+	sr_http_stream_callbacks s = { 0 };
+
+	*call = NULL;
+	memcpy(&s, cbs, cbs->size < sizeof(s) ? cbs->size : sizeof(s));
+	if (!s.done)
+		return SR_EINVAL;
+	s.size = sizeof(s);
+	return http_start(h, req, &s, s.done, ud, call);
+}
+
+/* ---------------------------------------------------------- complete */
+
+static int h_complete(const sr_host *h, sr_done_fn done, void *ud,
+		      const sr_result *result)
+{
+	return sr__complete_later(priv(h)->ctx->loop, done, ud, result);
+}
+
+/* ------------------------------------------------------------ events */
+
+static void h_event(const sr_host *h, const char *type, const char *fields_json)
+{
+	sr__ctx *ctx = priv(h)->ctx;
+	json_t *ev = fields_json ? json_loads(fields_json, 0, NULL) : json_object();
+
+	if (!type || !json_is_object(ev)) {
+		sr__log(SR_LOG_WARN, priv(h)->plugin->section,
+			"event '%s' dropped: its fields are not a JSON object", type ? type : "");
+		json_decref(ev);
+		return;
+	}
+	json_object_set_new(ev, "type", json_string(type));
+	json_object_set_new(ev, "plugin", json_string(priv(h)->plugin->section));
+	if (ctx->event_sink)
+		ctx->event_sink(ctx->event_ud, ev);
+	else
+		sr__log(SR_LOG_INFO, priv(h)->plugin->section, "event '%s' (no run to take it)",
+			type);
+	json_decref(ev);
 }
 
 /* ------------------------------------------------------------- procs */
@@ -278,19 +380,39 @@ int sr__kv_get(const char *dir, const char *key, char **value, size_t *len)
 	return SR_OK;
 }
 
-int sr__kv_put(const char *dir, const char *key, const void *value,
-	       size_t len)
+/* One lock per area: put, delete and compare-and-set exclude each other,
+ * across runner processes too. Returns the locked descriptor or -1. */
+static int kv_lock(const char *dir)
+{
+	char path[4200];
+	int fd;
+
+	if (sr__mkdirs(dir, 0700) != SR_OK)
+		return -1;
+	snprintf(path, sizeof(path), "%s/.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	while (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+static void kv_unlock(int fd)
+{
+	close(fd); /* releases the flock */
+}
+
+/* Replace key's value by a temporary file and a rename (under the lock). */
+static int kv_write(const char *dir, const char *key, const void *value,
+		    size_t len)
 {
 	char path[4096], tmp[4200];
 	int fd;
 	ssize_t n;
 
-	if (!sr__kv_valid_key(key))
-		return SR_EINVAL;
-	if (len > KV_MAX_VALUE)
-		return SR_ETOOBIG;
-	if (sr__mkdirs(dir, 0700) != SR_OK)
-		return SR_EIO;
 	snprintf(path, sizeof(path), "%s/%s", dir, key);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp.%ld", dir, key, (long)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -310,16 +432,62 @@ int sr__kv_put(const char *dir, const char *key, const void *value,
 	return SR_OK;
 }
 
+int sr__kv_put(const char *dir, const char *key, const void *value,
+	       size_t len)
+{
+	int lock, rc;
+
+	if (!sr__kv_valid_key(key))
+		return SR_EINVAL;
+	if (len > KV_MAX_VALUE)
+		return SR_ETOOBIG;
+	if ((lock = kv_lock(dir)) < 0)
+		return SR_EIO;
+	rc = kv_write(dir, key, value, len);
+	kv_unlock(lock);
+	return rc;
+}
+
+int sr__kv_cas(const char *dir, const char *key, const void *expected,
+	       size_t expected_len, const void *value, size_t len)
+{
+	char *cur = NULL;
+	size_t cur_len = 0;
+	int lock, rc;
+
+	if (!sr__kv_valid_key(key))
+		return SR_EINVAL;
+	if (len > KV_MAX_VALUE)
+		return SR_ETOOBIG;
+	if ((lock = kv_lock(dir)) < 0)
+		return SR_EIO;
+	rc = sr__kv_get(dir, key, &cur, &cur_len);
+	if (rc == SR_ENOTFOUND)
+		rc = expected ? SR_ESTATE : SR_OK;
+	else if (rc == SR_OK && (!expected || cur_len != expected_len ||
+				 memcmp(cur, expected, cur_len) != 0))
+		rc = SR_ESTATE;
+	if (rc == SR_OK)
+		rc = kv_write(dir, key, value, len);
+	kv_unlock(lock);
+	free(cur);
+	return rc;
+}
+
 int sr__kv_delete(const char *dir, const char *key)
 {
 	char path[4096];
+	int lock, rc = SR_OK;
 
 	if (!sr__kv_valid_key(key))
 		return SR_EINVAL;
 	snprintf(path, sizeof(path), "%s/%s", dir, key);
+	if ((lock = kv_lock(dir)) < 0)
+		return SR_EIO;
 	if (unlink(path) != 0)
-		return errno == ENOENT ? SR_ENOTFOUND : SR_EIO;
-	return SR_OK;
+		rc = errno == ENOENT ? SR_ENOTFOUND : SR_EIO;
+	kv_unlock(lock);
+	return rc;
 }
 
 int sr__kv_list(const char *dir, sr_kv_visit_fn visit, void *ud)
@@ -372,6 +540,15 @@ static int h_kv_delete(const sr_host *h, const char *key)
 	return kv_dir(h, dir, sizeof(dir)) ? sr__kv_delete(dir, key) : SR_EIO;
 }
 
+static int h_kv_cas(const sr_host *h, const char *key, const void *expected,
+		    size_t expected_len, const void *value, size_t len)
+{
+	char dir[4096];
+
+	return kv_dir(h, dir, sizeof(dir)) ?
+		       sr__kv_cas(dir, key, expected, expected_len, value, len) : SR_EIO;
+}
+
 static int h_kv_list(const sr_host *h, sr_kv_visit_fn visit, void *ud)
 {
 	char dir[4096];
@@ -416,6 +593,10 @@ sr__host_priv *sr__host_new(sr__ctx *ctx, sr__plugin *p)
 	h->pub.kv_delete = h_kv_delete;
 	h->pub.kv_list = h_kv_list;
 	h->pub.free = free;
+	h->pub.complete = h_complete;
+	h->pub.http_stream = h_http_stream;
+	h->pub.event = h_event;
+	h->pub.kv_cas = h_kv_cas;
 	return h;
 }
 

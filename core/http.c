@@ -41,6 +41,9 @@ struct sr_http_call {
 	json_t *resp_headers; /* lower-case name -> value */
 	sr_done_fn done;
 	void *ud;
+	/* A streamed response: headers and chunks as they arrive. */
+	sr_http_stream_callbacks stream;
+	int streaming, headers_sent;
 	char errbuf[CURL_ERROR_SIZE];
 	sr_http_call *next, *prev;
 };
@@ -144,11 +147,39 @@ static int ensure(char **buf, size_t *cap, size_t need)
 	return 0;
 }
 
+/* A stream's status line and headers, once, before its first chunk (or
+ * at its end when it has no body). */
+static void stream_headers(sr_http_call *c)
+{
+	long code = 0;
+	char *js;
+
+	if (c->headers_sent)
+		return;
+	c->headers_sent = 1;
+	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
+	js = json_dumps(c->resp_headers, JSON_COMPACT);
+	if (c->stream.on_headers)
+		c->stream.on_headers(c->ud, (int)code, js ? js : "{}");
+	free(js);
+}
+
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
 	sr_http_call *c = ud;
 	size_t n = size * nmemb;
 
+	if (c->streaming) {
+		if (c->len + n > c->max) {
+			c->too_big = 1;
+			return 0;
+		}
+		c->len += n;
+		stream_headers(c);
+		if (c->stream.on_chunk && n)
+			c->stream.on_chunk(c->ud, ptr, n);
+		return n;
+	}
 	if (c->len + n > c->max) {
 		c->too_big = 1;
 		return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
@@ -206,7 +237,9 @@ static void finish(sr_http_call *c, int status, const char *message)
 
 	unlink_call(c);
 	curl_multi_remove_handle(c->http->multi, c->easy);
-	if (status == SR_OK) {
+	if (status == SR_OK && c->streaming) {
+		stream_headers(c);
+	} else if (status == SR_OK) {
 		json_t *meta;
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
 		meta = json_pack("{s:I, s:O}", "status", (json_int_t)code, "headers",
@@ -411,8 +444,24 @@ static void fail_now(sr_done_fn done, void *ud, int status, const char *msg)
 	done(ud, &r);
 }
 
-sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
-			       sr_done_fn done, void *ud)
+/* The time limit of a stream is between two chunks (a followed log may
+ * last), with the whole limit for connecting. */
+static void stream_setup(sr_http_call *c, const sr_http_request *req,
+			 const sr_http_stream_callbacks *cbs)
+{
+	uint64_t ms = req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
+
+	memcpy(&c->stream, cbs, cbs->size < sizeof(c->stream) ? cbs->size : sizeof(c->stream));
+	c->streaming = 1;
+	curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, 0L);
+	curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_TIME, (long)((ms + 999) / 1000));
+	curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)ms);
+}
+
+static sr_http_call *start(sr__http *h, const sr_http_request *req,
+			   sr_done_fn done, void *ud,
+			   const sr_http_stream_callbacks *stream)
 {
 	sr_http_call *c;
 	const char *method = req->method ? req->method : "GET";
@@ -478,10 +527,26 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);
 	}
+	if (stream)
+		stream_setup(c, req, stream);
 	c->next = h->calls;
 	if (h->calls)
 		h->calls->prev = c;
 	h->calls = c;
 	curl_multi_add_handle(h->multi, c->easy);
 	return c;
+}
+
+sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
+			       sr_done_fn done, void *ud)
+{
+	return start(h, req, done, ud, NULL);
+}
+
+sr_http_call *sr__http_stream(sr__http *h, const sr_http_request *req,
+			      const sr_http_stream_callbacks *cbs, void *ud)
+{
+	if (cbs->size < SR_TABLE_HAS(sr_http_stream_callbacks, done) || !cbs->done)
+		return NULL;
+	return start(h, req, cbs->done, ud, cbs);
 }

@@ -17,6 +17,11 @@ void sr__http_free(sr__http *h);
  * with the error before returning) when it cannot start. */
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 			       sr_done_fn done, void *ud);
+/* A streamed request; see sr_host.http_stream. Returns NULL when it cannot
+ * start: then cbs->done ran with the error before it returned, unless cbs
+ * itself was unusable (no done). */
+sr_http_call *sr__http_stream(sr__http *h, const sr_http_request *req,
+			      const sr_http_stream_callbacks *cbs, void *ud);
 void sr__http_cancel(sr_http_call *call);
 
 #endif

@@ -63,6 +63,12 @@ void sr__plugin_stop(sr__plugin *p);
 	((p)->ops_size >= SR_TABLE_HAS(type, slot) ?                       \
 		 ((const type *)(p)->desc->ops)->slot : NULL)
 
+/* A descriptor slot past fini, or NULL when the plugin's descriptor is too
+ * small to hold it (the loader only requires up to fini). */
+#define SR__DESC(p, slot)                                                  \
+	((p)->desc->size >= SR_TABLE_HAS(sr_plugin_descriptor, slot) ?     \
+		 (p)->desc->slot : NULL)
+
 /* Format "KIND 'NAME': operation 'OP' is not supported" into buf; returns
  * SR_EUNSUPPORTED. */
 int sr__unsupported(const sr__plugin *p, const char *op, char *buf,

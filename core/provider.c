@@ -1,20 +1,9 @@
 /* Checked calls into provider plugins. */
 #include "config.h"
 
+#include "core/complete.h"
 #include "core/log.h"
 #include "core/provider.h"
-
-static int unsupported(sr__plugin *p, const char *op, sr_done_fn done,
-		       void *ud)
-{
-	char msg[160];
-	sr_result r = { sizeof(r), SR_EUNSUPPORTED, msg, NULL, NULL, 0 };
-
-	sr__unsupported(p, op, msg, sizeof(msg));
-	if (done)
-		done(ud, &r);
-	return SR_EUNSUPPORTED;
-}
 
 static int unsupported_sync(sr__plugin *p, const char *op)
 {
@@ -26,11 +15,16 @@ static int unsupported_sync(sr__plugin *p, const char *op)
 }
 
 #define OP(slot) SR__OP(p, sr_provider_ops, slot)
+/* Under the completion rule, whatever the plugin does (core/complete.h). */
 #define ASYNC(slot, ...)                                                  \
 	do {                                                              \
+		sr__call *g;                                             \
 		if (!OP(slot))                                            \
-			return unsupported(p, #slot, done, ud);           \
-		return OP(slot)(p->self, __VA_ARGS__);                    \
+			return sr__complete_unsupported(p, #slot, done, ud); \
+		if (!(g = sr__call_new(p, #slot, done, ud)))             \
+			return SR_ENOMEM;                                 \
+		return sr__call_end(g, OP(slot)(p->self, __VA_ARGS__,    \
+						 sr__call_done, g));     \
 	} while (0)
 #define SYNC(slot, ...)                                                   \
 	do {                                                              \
@@ -54,26 +48,26 @@ uint32_t sr__provider_capabilities(sr__plugin *p)
 int sr__provider_create(sr__plugin *p, uint64_t req,
 			const sr_sandbox_spec *spec, sr_done_fn done, void *ud)
 {
-	ASYNC(create, req, spec, done, ud);
+	ASYNC(create, req, spec);
 }
 
 int sr__provider_reconnect(sr__plugin *p, uint64_t req, const char *id,
 			   const sr_network_policy *policy, sr_done_fn done,
 			   void *ud)
 {
-	ASYNC(reconnect, req, id, policy, done, ud);
+	ASYNC(reconnect, req, id, policy);
 }
 
 int sr__provider_park(sr__plugin *p, uint64_t req, const char *id, int mode,
 		      sr_done_fn done, void *ud)
 {
-	ASYNC(park, req, id, mode, done, ud);
+	ASYNC(park, req, id, mode);
 }
 
 int sr__provider_destroy(sr__plugin *p, uint64_t req, const char *id,
 			 sr_done_fn done, void *ud)
 {
-	ASYNC(destroy, req, id, done, ud);
+	ASYNC(destroy, req, id);
 }
 
 int sr__provider_exec(sr__plugin *p, uint64_t req, const char *id,
@@ -103,49 +97,61 @@ int sr__provider_file_put(sr__plugin *p, uint64_t req, const char *id,
 			  const char *path, const void *data, size_t len,
 			  uint32_t mode, sr_done_fn done, void *ud)
 {
-	ASYNC(file_put, req, id, path, data, len, mode, done, ud);
+	ASYNC(file_put, req, id, path, data, len, mode);
 }
 
 int sr__provider_file_get(sr__plugin *p, uint64_t req, const char *id,
 			  const char *path, size_t max, sr_done_fn done,
 			  void *ud)
 {
-	ASYNC(file_get, req, id, path, max, done, ud);
+	ASYNC(file_get, req, id, path, max);
 }
 
 int sr__provider_file_list(sr__plugin *p, uint64_t req, const char *id,
 			   const char *path, sr_done_fn done, void *ud)
 {
-	ASYNC(file_list, req, id, path, done, ud);
+	ASYNC(file_list, req, id, path);
 }
 
 int sr__provider_file_rename(sr__plugin *p, uint64_t req, const char *id,
 			     const char *from, const char *to,
 			     sr_done_fn done, void *ud)
 {
-	ASYNC(file_rename, req, id, from, to, done, ud);
+	ASYNC(file_rename, req, id, from, to);
 }
 
 int sr__provider_file_remove(sr__plugin *p, uint64_t req, const char *id,
 			     const char *path, sr_done_fn done, void *ud)
 {
-	ASYNC(file_remove, req, id, path, done, ud);
+	ASYNC(file_remove, req, id, path);
 }
 
 int sr__provider_file_mkdir(sr__plugin *p, uint64_t req, const char *id,
 			    const char *path, uint32_t mode, sr_done_fn done,
 			    void *ud)
 {
-	ASYNC(file_mkdir, req, id, path, mode, done, ud);
+	ASYNC(file_mkdir, req, id, path, mode);
 }
 
 int sr__provider_watch(sr__plugin *p, uint64_t req, const char *id,
-		       const char *path, sr_watch_fn on_event, void *ud,
+		       const char *path, const sr_watch_callbacks *cbs, void *ud,
 		       char *err, size_t errlen)
 {
 	if (!OP(watch))
 		return sr__unsupported(p, "watch", err, errlen);
-	return OP(watch)(p->self, req, id, path, on_event, ud);
+	return OP(watch)(p->self, req, id, path, cbs, ud);
+}
+
+int sr__provider_list(sr__plugin *p, uint64_t req, const sr_pair *labels,
+		      size_t n_labels, sr_done_fn done, void *ud)
+{
+	ASYNC(list, req, labels, n_labels);
+}
+
+int sr__provider_status(sr__plugin *p, uint64_t req, const char *id,
+			sr_done_fn done, void *ud)
+{
+	ASYNC(status, req, id);
 }
 
 int sr__provider_cancel(sr__plugin *p, uint64_t req)

@@ -1,5 +1,8 @@
 /* Calls into the configured provider plugin: every slot checked, a
- * missing one turned into a typed SR_EUNSUPPORTED naming plugin and op. */
+ * missing one turned into a typed SR_EUNSUPPORTED naming plugin and op.
+ * The asynchronous ones keep the completion rule for their caller even
+ * when the plugin does not (core/complete.h): SR_OK, then done exactly
+ * once, later; or a negative status and no done. */
 #ifndef SR_CORE_PROVIDER_H
 #define SR_CORE_PROVIDER_H
 
@@ -41,8 +44,12 @@ int sr__provider_file_mkdir(sr__plugin *p, uint64_t req, const char *id,
 			    const char *path, uint32_t mode, sr_done_fn done,
 			    void *ud);
 int sr__provider_watch(sr__plugin *p, uint64_t req, const char *id,
-		       const char *path, sr_watch_fn on_event, void *ud,
+		       const char *path, const sr_watch_callbacks *cbs, void *ud,
 		       char *err, size_t errlen);
+int sr__provider_list(sr__plugin *p, uint64_t req, const sr_pair *labels,
+		      size_t n_labels, sr_done_fn done, void *ud);
+int sr__provider_status(sr__plugin *p, uint64_t req, const char *id,
+			sr_done_fn done, void *ud);
 int sr__provider_cancel(sr__plugin *p, uint64_t req);
 
 /* A process-unique request token. */

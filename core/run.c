@@ -63,6 +63,9 @@ struct sr__run {
 	int turn;               /* completed turns before this one */
 	uint64_t chan;          /* the adapter's channel (exec req) */
 	int agent_running;
+	int inflight;           /* operations whose callback is still due */
+	int releasing;          /* release_sandbox ran */
+	int released;           /* the sandbox is parked or destroyed */
 	int load_session;       /* the agent can session/load */
 	int loading;            /* session/load sent: updates are history */
 	char tail[STDERR_TAIL]; /* the adapter's stderr, last bytes */
@@ -84,6 +87,7 @@ struct sr__run {
 static void fail(sr__run *r, const char *code, const char *fmt, ...)
 	SR_PRINTF(3, 4);
 static void teardown(sr__run *r);
+static void release_sandbox(sr__run *r);
 
 /* ------------------------------------------------------------- events */
 
@@ -145,9 +149,40 @@ static void fail(sr__run *r, const char *code, const char *fmt, ...)
 
 /* --------------------------------------------------------------- end */
 
+/* The run is done once its sandbox is released and no callback of an
+ * operation it started is still due (the caller may free it then). */
 static void finished(sr__run *r)
 {
-	r->done = 1;
+	r->released = 1;
+	if (!r->inflight)
+		r->done = 1;
+}
+
+/* An operation of the run started (rc from the call): its callback is
+ * now due. On failure the run fails with code and what. */
+static int started(sr__run *r, int rc, const char *code, const char *what)
+{
+	if (rc == SR_OK) {
+		r->inflight++;
+		return SR_OK;
+	}
+	fail(r, code, "%s: %s", what, sr__strerror(rc));
+	return rc;
+}
+
+/* Every callback of an operation the run started comes here first: 1
+ * when the run goes on with it, 0 when the run ended meanwhile (then the
+ * teardown goes on once the last callback is in). */
+static int landed(sr__run *r)
+{
+	r->inflight--;
+	if (!r->phase_done)
+		return 1;
+	if (r->released && !r->inflight)
+		r->done = 1;
+	else if (r->tearing_down && !r->agent_running && !r->inflight)
+		release_sandbox(r);
+	return 0;
 }
 
 static void on_parked(void *ud, const sr_result *res)
@@ -165,7 +200,11 @@ static void release_sandbox(sr__run *r)
 {
 	const char *state = sr__ctx_state_dir(r->ctx);
 	int ok = r->exit_code == SR_RUN_EXIT_OK || r->exit_code == SR_RUN_EXIT_CANCELLED;
+	int rc;
 
+	if (r->releasing)
+		return;
+	r->releasing = 1;
 	if (r->relay) {
 		sr__relay_free(r->relay);
 		r->relay = NULL;
@@ -193,20 +232,21 @@ static void release_sandbox(sr__run *r)
 		}
 		json_decref(rec);
 	}
-	if (ok) {
-		/* Parked stopped: the agent process ends with this runner. */
-		sr__provider_park(r->provider, sr__next_req(), r->sandbox_id,
-				  SR_PARK_STOPPED, on_parked, r);
-		return;
-	}
-	if (r->created) {
-		sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id, on_parked, r);
+	if (!ok && r->created) {
+		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
+					  on_parked, r);
 		if (state)
 			sr__session_remove(state, r->session);
-		return;
+	} else {
+		/* Parked stopped: the agent process ends with this runner. */
+		rc = sr__provider_park(r->provider, sr__next_req(), r->sandbox_id,
+				       SR_PARK_STOPPED, on_parked, r);
 	}
-	sr__provider_park(r->provider, sr__next_req(), r->sandbox_id, SR_PARK_STOPPED,
-			  on_parked, r);
+	if (rc != SR_OK) {
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: cannot release it: %s", r->sandbox_id,
+			sr__strerror(rc));
+		finished(r);
+	}
 }
 
 static void on_kill_timer_closed(uv_handle_t *h)
@@ -248,6 +288,8 @@ static void teardown(sr__run *r)
 		uv_timer_start(r->kill_timer, on_kill_timer, 3000, 0);
 		return; /* on_agent_exit continues */
 	}
+	if (r->inflight)
+		return; /* the last callback due continues (landed) */
 	release_sandbox(r);
 }
 
@@ -323,7 +365,22 @@ static void on_agent_exit(void *ud, int status, int sig)
 			fail(r, "agent_exited", "the agent exited with status %d during the turn", status);
 		return;
 	}
-	if (r->tearing_down)
+	if (r->tearing_down && !r->inflight)
+		release_sandbox(r);
+}
+
+/* The agent's process could not start after exec returned, or its
+ * channel was lost (a remote provider). */
+static void on_agent_failed(void *ud, int status, const char *message)
+{
+	sr__run *r = ud;
+
+	r->agent_running = 0;
+	stop_kill_timer(r);
+	if (!r->phase_done)
+		fail(r, "agent_failed", "the agent's process failed: %s",
+		     message ? message : sr__strerror(status));
+	else if (r->tearing_down && !r->inflight)
 		release_sandbox(r);
 }
 
@@ -361,14 +418,11 @@ static void answer_permission(sr__run *r, json_t *acp_id, json_t *options,
 
 static void on_permission_request(sr__run *r, json_t *id, json_t *params)
 {
-	int (*own)(void *, const char *) = SR__OP(r->harness, sr_harness_ops, is_own_permission);
 	json_t *options = json_object_get(params, "options");
 	json_t *tool = json_object_get(params, "toolCall");
-	char *text = json_dumps(params, JSON_COMPACT);
-	int platform = own && text && own(r->harness->self, text);
+	int platform = sr__harness_is_own_permission(r->harness, params);
 	perm *p;
 
-	free(text);
 	if (r->cancelling) {
 		sr__acp_respond(r->acp, id, json_pack("{s:{s:s}}", "outcome", "outcome", "cancelled"));
 		return;
@@ -462,7 +516,7 @@ static void on_fs_done(void *ud, const sr_result *res)
 	fs_req *f = ud;
 	sr__run *r = f->r;
 
-	if (r->acp && !r->tearing_down) {
+	if (landed(r) && r->acp && !r->tearing_down) {
 		if (res->status != SR_OK) {
 			sr__acp_respond_error(r->acp, f->id, -32603, res->message ? res->message :
 					      sr__strerror(res->status));
@@ -496,6 +550,7 @@ static void on_fs_request(sr__run *r, json_t *id, const char *method,
 	const char *path = json_string_value(json_object_get(params, "path"));
 	fs_req *f;
 	char msg[600];
+	int rc;
 
 	if (!in_workspace(r, path)) {
 		snprintf(msg, sizeof(msg), "%s: '%s' is outside the workspace %s", method,
@@ -504,19 +559,31 @@ static void on_fs_request(sr__run *r, json_t *id, const char *method,
 		return;
 	}
 	f = calloc(1, sizeof(*f));
+	if (!f) {
+		sr__acp_respond_error(r->acp, id, -32603, "out of memory");
+		return;
+	}
 	f->r = r;
 	f->id = json_incref(id);
 	f->params = json_incref(params);
 	f->write = strcmp(method, "fs/write_text_file") == 0;
 	if (f->write) {
 		const char *content = json_string_value(json_object_get(params, "content"));
-		sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
-				      content ? content : "", content ? strlen(content) : 0,
-				      0644, on_fs_done, f);
+		rc = sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
+					   content ? content : "", content ? strlen(content) : 0,
+					   0644, on_fs_done, f);
 	} else {
-		sr__provider_file_get(r->provider, sr__next_req(), r->sandbox_id, path,
-				      16u << 20, on_fs_done, f);
+		rc = sr__provider_file_get(r->provider, sr__next_req(), r->sandbox_id, path,
+					   16u << 20, on_fs_done, f);
 	}
+	if (rc == SR_OK) {
+		r->inflight++;
+		return;
+	}
+	sr__acp_respond_error(r->acp, id, -32603, sr__strerror(rc));
+	json_decref(f->id);
+	json_decref(f->params);
+	free(f);
 }
 
 /* ------------------------------------------------------ ACP dispatch */
@@ -678,22 +745,6 @@ static void on_session(void *ud, json_t *result, json_t *error, const char *mess
 	set_mode_then_prompt(r, json_object_get(result, "modes"));
 }
 
-static json_t *mcp_servers(sr__run *r, json_t *run_json)
-{
-	int (*fn)(void *, const char *, sr_done_fn, void *) =
-		SR__OP(r->harness, sr_harness_ops, mcp_servers);
-	char *text = json_dumps(run_json, JSON_COMPACT);
-	sr__wait w = { 0 };
-	json_t *servers;
-
-	if (fn)
-		fn(r->harness->self, text, sr__wait_done, &w);
-	free(text);
-	servers = w.json ? json_loads(w.json, 0, NULL) : NULL;
-	sr__wait_clear(&w);
-	return json_is_array(servers) ? servers : json_array();
-}
-
 static json_t *run_json(sr__run *r);
 
 static void on_initialize(void *ud, json_t *result, json_t *error, const char *message)
@@ -712,7 +763,7 @@ static void on_initialize(void *ud, json_t *result, json_t *error, const char *m
 	timing(r, "probe_capabilities");
 	r->load_session = json_is_true(json_object_get(caps, "loadSession"));
 	rj = run_json(r);
-	servers = mcp_servers(r, rj);
+	servers = sr__harness_mcp_servers(r->harness, rj);
 	json_decref(rj);
 	if (r->resumed && r->load_session && r->acp_session) {
 		method = "session/load";
@@ -755,7 +806,7 @@ static void start_agent(sr__run *r)
 	static const sr__acp_handlers h = { acp_write, on_agent_request,
 					    on_agent_notification, on_protocol_error };
 	sr_channel_callbacks cbs = { sizeof(cbs), on_agent_stdout, on_agent_stderr,
-				     on_agent_exit };
+				     on_agent_exit, on_agent_failed };
 	json_t *cmd = json_object_get(r->desc, "command");
 	const char **argv = calloc(json_array_size(cmd) + 1, sizeof(*argv));
 	sr_pair *env = calloc(json_array_size(r->env) + 1, sizeof(*env));
@@ -829,6 +880,8 @@ static void on_file_written(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
 
+	if (!landed(r))
+		return;
 	if (res->status != SR_OK && res->status != SR_EEXIST) {
 		fail(r, "prepare_failed", "cannot write %s in the sandbox: %s",
 		     json_string_value(json_object_get(json_array_get(r->files, r->file_index),
@@ -846,6 +899,7 @@ static void write_next_file(sr__run *r)
 {
 	json_t *f = json_array_get(r->files, r->file_index);
 	const char *path, *content;
+	int rc;
 
 	if (!f) {
 		timing(r, "prepare_workspace");
@@ -855,13 +909,14 @@ static void write_next_file(sr__run *r)
 	path = json_string_value(json_object_get(f, "path"));
 	content = json_string_value(json_object_get(f, "content"));
 	if (json_is_true(json_object_get(f, "dir")))
-		sr__provider_file_mkdir(r->provider, sr__next_req(), r->sandbox_id, path, 0700,
-					on_file_written, r);
+		rc = sr__provider_file_mkdir(r->provider, sr__next_req(), r->sandbox_id, path,
+					     0700, on_file_written, r);
 	else
-		sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
-				      content ? content : "", content ? strlen(content) : 0,
-				      (uint32_t)json_integer_value(json_object_get(f, "mode")),
-				      on_file_written, r);
+		rc = sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
+					   content ? content : "", content ? strlen(content) : 0,
+					   (uint32_t)json_integer_value(json_object_get(f, "mode")),
+					   on_file_written, r);
+	started(r, rc, "prepare_failed", path ? path : "a harness file");
 }
 
 /* Expand the harness's files into mkdir steps for their parents (below
@@ -1000,37 +1055,23 @@ static int start_relay(sr__run *r)
 	return SR_OK;
 }
 
-static void prepare(sr__run *r)
+static void on_prepared(void *ud, const sr_result *result)
 {
-	int (*fn)(void *, uint64_t, const char *, sr_done_fn, void *) =
-		SR__OP(r->harness, sr_harness_ops, prepare);
-	json_t *rj, *res, *v;
-	sr__wait w = { 0 };
-	char *text;
+	sr__run *r = ud;
+	json_t *res, *v;
 	size_t i;
 
-	if (r->tools && !r->root) {
-		fail(r, "tools_on_remote_provider",
-		     "provider '%s' gave no runner-side path for the sandbox: platform tools need one",
-		     r->provider->desc->name);
+	if (!landed(r))
 		return;
-	}
-	if (r->tools && start_relay(r) != SR_OK)
-		return;
-	rj = run_json(r);
-	text = json_dumps(rj, JSON_COMPACT);
-	json_decref(rj);
-	if (fn)
-		fn(r->harness->self, sr__next_req(), text, sr__wait_done, &w);
-	free(text);
-	if (fn && w.status != SR_OK) {
+	if (result->status != SR_OK) {
 		fail(r, "prepare_failed", "harness '%s' could not prepare the sandbox: %s",
-		     r->harness->desc->name, w.message ? w.message : sr__strerror(w.status));
-		sr__wait_clear(&w);
+		     r->harness->desc->name,
+		     result->message ? result->message : sr__strerror(result->status));
 		return;
 	}
-	res = w.json ? json_loads(w.json, 0, NULL) : json_object();
-	sr__wait_clear(&w);
+	res = result->json ? json_loads(result->json, 0, NULL) : NULL;
+	if (!res)
+		res = json_object();
 	r->env = json_array();
 	json_array_foreach(json_object_get(r->desc, "env"), i, v)
 		json_array_append(r->env, v);
@@ -1042,6 +1083,25 @@ static void prepare(sr__run *r)
 	json_decref(res);
 	r->file_index = 0;
 	write_next_file(r);
+}
+
+static void prepare(sr__run *r)
+{
+	json_t *rj;
+	int rc;
+
+	if (r->tools && !r->root) {
+		fail(r, "tools_on_remote_provider",
+		     "provider '%s' gave no runner-side path for the sandbox: platform tools need one",
+		     r->provider->desc->name);
+		return;
+	}
+	if (r->tools && start_relay(r) != SR_OK)
+		return;
+	rj = run_json(r);
+	rc = sr__harness_prepare(r->harness, sr__next_req(), rj, on_prepared, r);
+	json_decref(rj);
+	started(r, rc, "prepare_failed", "the harness could not prepare the sandbox");
 }
 
 /* ----------------------------------------------------------- acquire */
@@ -1058,6 +1118,19 @@ static void on_sandbox(void *ud, const sr_result *res)
 	sr__run *r = ud;
 	json_t *j;
 
+	/* Recorded first: a run that ended meanwhile releases it (landed). */
+	if (res->status == SR_OK) {
+		j = json_loads(res->json ? res->json : "{}", 0, NULL);
+		free(r->sandbox_id);
+		r->sandbox_id = json_dup(j, "id");
+		r->workspace = json_dup(j, "workspace");
+		r->home = json_dup(j, "home");
+		if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE))
+			r->root = json_dup(j, "root");
+		json_decref(j);
+	}
+	if (!landed(r))
+		return;
 	if (res->status != SR_OK) {
 		if (r->resumed && res->status == SR_ENOTFOUND) {
 			const char *state = sr__ctx_state_dir(r->ctx);
@@ -1069,14 +1142,6 @@ static void on_sandbox(void *ud, const sr_result *res)
 		     res->message ? res->message : sr__strerror(res->status));
 		return;
 	}
-	j = json_loads(res->json ? res->json : "{}", 0, NULL);
-	free(r->sandbox_id);
-	r->sandbox_id = json_dup(j, "id");
-	r->workspace = json_dup(j, "workspace");
-	r->home = json_dup(j, "home");
-	if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE))
-		r->root = json_dup(j, "root");
-	json_decref(j);
 	if (!r->sandbox_id || !r->workspace) {
 		fail(r, "sandbox_failed", "provider '%s' answered without an id and a workspace",
 		     r->provider->desc->name);
@@ -1091,19 +1156,22 @@ static void on_sandbox(void *ud, const sr_result *res)
 
 static void acquire(sr__run *r)
 {
-	sr_network_policy np = { r->o.network, NULL, 0 };
-	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, np, NULL, 0 };
+	sr_network_policy np = { sizeof(np), r->o.network, NULL, 0 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
 	sr_pair labels[2] = { { "sandrun.session", r->session },
 			      { "sandrun.harness", r->harness->desc->name } };
+	int rc;
 
 	spec.labels = labels;
 	spec.n_labels = 2;
 	if (r->resumed) {
-		sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
-				       on_sandbox, r);
+		rc = sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
+					    on_sandbox, r);
+		started(r, rc, "sandbox_unavailable", "cannot reconnect the session's sandbox");
 	} else {
 		r->created = 1;
-		sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+		rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+		started(r, rc, "sandbox_failed", "cannot create a sandbox");
 	}
 }
 
@@ -1139,10 +1207,20 @@ static int refuse(sr__run *r, const char *code, const char *msg, int *exit_code)
 	return SR_EPERM;
 }
 
+/* Plugins' events (host->event) join the run's. */
+static void plugin_event(void *ud, json_t *ev)
+{
+	emit(ud, json_incref(ev));
+}
+
 static void run_free(sr__run *r)
 {
 	perm *p;
 
+	if (r->ctx->event_ud == r) {
+		r->ctx->event_sink = NULL;
+		r->ctx->event_ud = NULL;
+	}
 	while ((p = take_perm(r, NULL)))
 		free_perm(p);
 	if (r->relay)
@@ -1178,6 +1256,8 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	*exit_code = SR_RUN_EXIT_FAILED;
 	r->ctx = ctx;
 	r->o = *o;
+	ctx->event_sink = plugin_event;
+	ctx->event_ud = r;
 	if (!r->o.acp_timeout_ms)
 		r->o.acp_timeout_ms = DEFAULT_ACP_TIMEOUT_MS;
 	r->t0 = r->t_phase = uv_now(ctx->loop);

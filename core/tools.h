@@ -9,7 +9,6 @@
 #include "sandrun/plugin.h"
 #include "shim/mcp_common.h"
 
-#define SR_TOOLS_SERVER_NAME SR_MCP_SERVER_NAME /* reserved */
 
 enum sr__tool_kind { SR_TOOL_CALLBACK = 0, SR_TOOL_CLIENT = 1 };
 

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SR_MCP_SERVER_NAME "sandrun-tools"
+#include "sandrun/plugin.h"
+
+#define SR_MCP_SERVER_NAME SR_TOOLS_SERVER_NAME
 #define SR_MCP_LATEST "2025-11-25"
 
 /* -32602 for a bad cursor: the caller sends this code with err's text. */

@@ -16,12 +16,15 @@ typedef struct hello {
 	const char *greeting;
 } hello;
 
-static void reply(sr_done_fn done, void *ud, int status, const char *msg,
-		  const char *json)
+/* Every answer here is known at once: the host delivers it on its next
+ * loop iteration, as the completion rule wants (never from inside the
+ * call that asked). */
+static int reply(const hello *h, sr_done_fn done, void *ud, int status,
+		 const char *msg, const char *json)
 {
 	sr_result r = { sizeof(r), status, msg, json, NULL, 0 };
 
-	done(ud, &r);
+	return h->host->complete(h->host, done, ud, &r);
 }
 
 static uint32_t h_capabilities(void *self)
@@ -37,15 +40,20 @@ static int h_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	unsigned char rnd[4];
 	char id[32], json[128];
 
+	int rc;
+
 	(void)req;
 	(void)spec;
-	h->host->random_bytes(h->host, rnd, sizeof(rnd));
+	rc = h->host->random_bytes(h->host, rnd, sizeof(rnd));
+	if (rc != SR_OK)
+		return rc; /* an error return: no callback */
 	snprintf(id, sizeof(id), "hello-%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
 		 rnd[3]);
-	h->host->kv_put(h->host, id, h->greeting, strlen(h->greeting));
+	rc = h->host->kv_put(h->host, id, h->greeting, strlen(h->greeting));
+	if (rc != SR_OK)
+		return rc;
 	snprintf(json, sizeof(json), "{\"id\":\"%s\",\"workspace\":\"/\"}", id);
-	reply(done, ud, SR_OK, NULL, json);
-	return SR_OK;
+	return reply(h, done, ud, SR_OK, NULL, json);
 }
 
 static int h_destroy(void *self, uint64_t req, const char *id,
@@ -55,8 +63,7 @@ static int h_destroy(void *self, uint64_t req, const char *id,
 	int rc = h->host->kv_delete(h->host, id);
 
 	(void)req;
-	reply(done, ud, rc, rc ? "hello: no such sandbox" : NULL, NULL);
-	return rc;
+	return reply(h, done, ud, rc, rc ? "hello: no such sandbox" : NULL, NULL);
 }
 
 static int h_doctor(void *self, sr_done_fn done, void *ud)
@@ -65,8 +72,7 @@ static int h_doctor(void *self, sr_done_fn done, void *ud)
 	char json[256];
 
 	snprintf(json, sizeof(json), "{\"ok\":true,\"detail\":\"%s\"}", h->greeting);
-	reply(done, ud, SR_OK, NULL, json);
-	return SR_OK;
+	return reply(h, done, ud, SR_OK, NULL, json);
 }
 
 static hello state;
@@ -101,7 +107,7 @@ static const sr_plugin_descriptor descriptor = {
 	.size = sizeof(sr_plugin_descriptor),
 	.kind = SR_PLUGIN_PROVIDER,
 	.name = "hello",
-	.version = "1.0.0",
+	.version = "2.0.0",
 	.description = "an example provider built out of tree",
 	.ops = &ops,
 	.config_keys = keys,

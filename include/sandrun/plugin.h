@@ -15,10 +15,22 @@
  *    beyond the size the writer declared. A slot that is missing or NULL is
  *    "unsupported" and surfaces as SR_EUNSUPPORTED naming the plugin and
  *    the operation.
- *  - Every operation that can take time takes a completion callback and a
- *    user pointer; the callback runs on the core's loop thread, never from
- *    inside the call that started it unless documented. Nothing blocks the
- *    loop. Cancellation is an operation of its own (ops->cancel).
+ *  - Every struct that crosses the ABI by pointer or in an array carries
+ *    its size, so each can grow (arrays of such structs are arrays of
+ *    pointers). sr_pair is the one fixed-shape exception.
+ *
+ * The completion rule (as libuv's). Every operation that can take time
+ * takes a completion callback `done` and a user pointer:
+ *  - it returns SR_OK and then calls done exactly once, on the core's loop
+ *    thread, and never from inside the call that started it;
+ *  - or it returns a negative status and never calls done.
+ * An operation that knows its outcome at once (an invalid argument it wants
+ * to explain, a cached answer) returns host->complete(host, done, ud,
+ * &result): the host delivers the result on the next loop iteration.
+ * Nothing blocks the loop. Cancellation is an operation of its own
+ * (ops->cancel): done then runs with SR_ECANCELED, still exactly once.
+ * Synchronous operations (capabilities, describe, mcp_servers,
+ * is_own_permission) take no callback and say so.
  */
 #ifndef SANDRUN_PLUGIN_H
 #define SANDRUN_PLUGIN_H
@@ -30,10 +42,14 @@
 extern "C" {
 #endif
 
-#define SR_ABI_MAJOR 1
-#define SR_ABI_MINOR 1
+#define SR_ABI_MAJOR 2
+#define SR_ABI_MINOR 0
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
+
+/* The MCP server name of the platform tools, reserved: no user MCP server
+ * may take it. */
+#define SR_TOOLS_SERVER_NAME "sandrun-tools"
 
 #if defined(__GNUC__)
 #define SR_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -101,7 +117,8 @@ typedef struct sr_result {
 
 typedef void (*sr_done_fn)(void *ud, const sr_result *result);
 
-/* A name/value pair (environment variables, labels, HTTP headers). */
+/* A name/value pair (environment variables, labels, HTTP headers). Its
+ * shape is fixed: it will never grow. */
 typedef struct sr_pair {
 	const char *name;
 	const char *value;
@@ -133,15 +150,26 @@ typedef struct sr_http_request {
  * result->data/len is the body. On failure status is SR_ETIMEDOUT,
  * SR_ECONNREFUSED, SR_ETOOBIG, SR_ENETWORK or SR_ECANCELED. */
 
+/* A streamed HTTP response (log follow, server-sent events): on_headers
+ * once when the status line and headers arrived (json as above, without a
+ * body), on_chunk for each piece of the body as it arrives (borrowed), then
+ * done exactly once (SR_OK at the end of the body: data/len empty; or the
+ * failure). max_response in the request caps the whole body; timeout_ms
+ * then limits the time between two chunks, not the whole transfer. */
+typedef struct sr_http_stream_callbacks {
+	uint32_t size; /* sizeof(sr_http_stream_callbacks) */
+	void (*on_headers)(void *ud, int http_status, const char *headers_json);
+	void (*on_chunk)(void *ud, const void *data, size_t len);
+	sr_done_fn done;
+} sr_http_stream_callbacks;
+
 /* Process spawning with duplex pipes. */
 typedef struct sr_proc_spec {
 	uint32_t size;            /* sizeof(sr_proc_spec) */
 	const char *const *argv;  /* argv[0] is searched in PATH; NULL-terminated */
 	const char *const *envp;  /* "NAME=value", NULL-terminated; NULL inherits */
 	const char *cwd;          /* NULL: the runner's */
-	/* ABI 1.1: SR_PROC_* flags. Read only when size >=
-	 * SR_TABLE_HAS(sr_proc_spec, flags). */
-	uint32_t flags;
+	uint32_t flags;           /* SR_PROC_* */
 } sr_proc_spec;
 
 /* The child leads a new session and process group (so it has no
@@ -199,12 +227,12 @@ struct sr_host {
 				 uint64_t repeat_ms, sr_timer_fn fn, void *ud);
 	void (*timer_stop)(sr_timer *t);
 
-	/* Asynchronous HTTP (libcurl multi on the core's loop). The call
-	 * handle is valid until done runs; http_cancel makes done run with
-	 * SR_ECANCELED (synchronously, from inside http_cancel). */
-	sr_http_call *(*http_request)(const sr_host *h,
-				      const sr_http_request *req,
-				      sr_done_fn done, void *ud);
+	/* Asynchronous HTTP (libcurl multi on the core's loop), under the
+	 * completion rule. *call is valid until done runs; http_cancel makes
+	 * done run with SR_ECANCELED (from inside http_cancel: cancelling is
+	 * the caller's own act). */
+	int (*http_request)(const sr_host *h, const sr_http_request *req,
+			    sr_done_fn done, void *ud, sr_http_call **call);
 	void (*http_cancel)(sr_http_call *call);
 
 	/* Processes with pipes on stdin, stdout and stderr. */
@@ -235,6 +263,28 @@ struct sr_host {
 	int (*kv_delete)(const sr_host *h, const char *key);
 	int (*kv_list)(const sr_host *h, sr_kv_visit_fn visit, void *ud);
 	void (*free)(void *p);
+
+	/* Deliver result to done on the next loop iteration (the result is
+	 * copied): how an operation that knows its outcome at once keeps the
+	 * completion rule. Returns SR_OK, or SR_ENOMEM and never calls done. */
+	int (*complete)(const sr_host *h, sr_done_fn done, void *ud,
+			const sr_result *result);
+	/* A streamed HTTP request (see sr_http_stream_callbacks), under the
+	 * completion rule; http_cancel cancels it. */
+	int (*http_stream)(const sr_host *h, const sr_http_request *req,
+			   const sr_http_stream_callbacks *cbs, void *ud,
+			   sr_http_call **call);
+	/* Emit a run event: type ("cleanup_pending", "tunnel.failed", ...)
+	 * and a JSON object of fields (or NULL). It reaches every run that
+	 * uses this plugin, as {"type": type, "plugin": "KIND.NAME", ...}. */
+	void (*event)(const sr_host *h, const char *type,
+		      const char *fields_json);
+	/* Compare-and-set put: replace key's value only when it is exactly
+	 * expected (expected NULL: only when the key does not exist).
+	 * SR_ESTATE when it is not; atomic against other runner processes
+	 * on this host. */
+	int (*kv_cas)(const sr_host *h, const char *key, const void *expected,
+		      size_t expected_len, const void *value, size_t len);
 };
 
 /* ---------------------------------------------------- provider plugins */
@@ -253,17 +303,30 @@ enum sr_network_mode {
 };
 
 typedef struct sr_network_policy {
+	uint32_t size;            /* sizeof(sr_network_policy) */
 	int mode;                 /* enum sr_network_mode */
 	const char *const *allow; /* CIDRs or host names, for SR_NET_ALLOWLIST */
 	size_t n_allow;
 } sr_network_policy;
 
-/* A secret the sandbox should use only towards one exact host. A provider
- * with SR_CAP_ISOLATED_SECRETS substitutes it outside the sandbox. */
+/* Where a credential goes in the sandbox. */
+enum sr_credential_target {
+	SR_CRED_ENV = 0,    /* an environment variable named name */
+	SR_CRED_HEADER = 1  /* an HTTP header named name (a user MCP server's) */
+};
+
+/* A secret the sandbox may use only towards exact hosts. A provider with
+ * SR_CAP_ISOLATED_SECRETS keeps the value outside the sandbox (which sees
+ * a placeholder) and substitutes it in requests to those hosts only. */
 typedef struct sr_credential {
-	const char *env_name;
+	uint32_t size;             /* sizeof(sr_credential) */
+	int target;                /* enum sr_credential_target */
+	const char *name;          /* env or header name */
 	const char *value;
-	const char *host;
+	const char *const *hosts;  /* exact host names, no wildcard */
+	size_t n_hosts;
+	const char *usage;         /* how the host takes it: "api_key", "bearer" */
+	int isolation_required;    /* 1: never in plain text in the sandbox */
 } sr_credential;
 
 typedef struct sr_sandbox_spec {
@@ -271,9 +334,9 @@ typedef struct sr_sandbox_spec {
 	const char *image;         /* image or snapshot; NULL: the default */
 	const sr_pair *env;
 	size_t n_env;
-	const sr_credential *credentials;
+	const sr_credential *const *credentials;
 	size_t n_credentials;
-	sr_network_policy network;
+	const sr_network_policy *network; /* NULL: open */
 	const sr_pair *labels;
 	size_t n_labels;
 } sr_sandbox_spec;
@@ -289,20 +352,35 @@ typedef struct sr_exec_spec {
 	const sr_pair *env;       /* added to the provider's base environment */
 	size_t n_env;
 	const char *cwd;          /* NULL: the sandbox's workspace */
-	/* ABI 1.1: absolute paths on the runner's host the process needs to
-	 * read (an adapter's install directory, a runtime, the shim). A
-	 * provider without SR_CAP_REMOTE that confines its sandboxes makes
-	 * them visible inside, read-only; others ignore them. Read only when
-	 * size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths). */
+	/* Absolute paths on the runner's host the process needs to read (an
+	 * adapter's install directory, a runtime, the shim). A provider
+	 * without SR_CAP_REMOTE that confines its sandboxes makes them
+	 * visible inside, read-only; others ignore them. */
 	const char *const *host_paths;
 	size_t n_host_paths;
 } sr_exec_spec;
 
-/* Duplex byte channel of a process in a sandbox; same meaning as
- * sr_proc_callbacks. */
-typedef sr_proc_callbacks sr_channel_callbacks;
+/* Duplex byte channel of a process in a sandbox. on_stdout, on_stderr and
+ * on_exit mean what they mean in sr_proc_callbacks. on_failed reports a
+ * process that could not be started after exec returned (a remote exec),
+ * or a channel that was lost; after it nothing else is called. */
+typedef struct sr_channel_callbacks {
+	uint32_t size; /* sizeof(sr_channel_callbacks) */
+	void (*on_stdout)(void *ud, const void *data, size_t len);
+	void (*on_stderr)(void *ud, const void *data, size_t len);
+	void (*on_exit)(void *ud, int exit_status, int term_signal);
+	void (*on_failed)(void *ud, int status, const char *message);
+} sr_channel_callbacks;
 
-typedef void (*sr_watch_fn)(void *ud, const char *name);
+/* A directory watch: on_event for each name created in or moved into the
+ * directory; on_lost when the watch stopped working (the sandbox went
+ * away, the connection broke): the caller falls back to polling or
+ * watches again. After on_lost nothing else is called. */
+typedef struct sr_watch_callbacks {
+	uint32_t size; /* sizeof(sr_watch_callbacks) */
+	void (*on_event)(void *ud, const char *name);
+	void (*on_lost)(void *ud, int status, const char *message);
+} sr_watch_callbacks;
 
 /*
  * Every operation takes `self` (the state init returned) and, when it is
@@ -331,7 +409,9 @@ typedef struct sr_provider_ops {
 	int (*destroy)(void *self, uint64_t req, const char *id,
 		       sr_done_fn done, void *ud);
 
-	/* Start a process; its channel is addressed by req until on_exit. */
+	/* Start a process; its channel is addressed by req until on_exit or
+	 * on_failed. SR_OK means a callback of cbs will end the channel; a
+	 * negative status means the process did not start and none will. */
 	int (*exec)(void *self, uint64_t req, const char *id,
 		    const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
 		    void *ud);
@@ -361,12 +441,25 @@ typedef struct sr_provider_ops {
 			  const char *path, uint32_t mode, sr_done_fn done,
 			  void *ud);
 
-	/* Optional (SR_CAP_WATCH): on_event for each name created or moved
-	 * into path, until ops->cancel(self, req). */
+	/* Optional (SR_CAP_WATCH): cbs->on_event for each name created or
+	 * moved into path, until ops->cancel(self, req) or cbs->on_lost. */
 	int (*watch)(void *self, uint64_t req, const char *id,
-		     const char *path, sr_watch_fn on_event, void *ud);
+		     const char *path, const sr_watch_callbacks *cbs,
+		     void *ud);
 
 	int (*cancel)(void *self, uint64_t req);
+
+	/* The sandboxes this provider holds whose labels include all of
+	 * labels (n_labels 0: all), for janitors. json: [{"id", "state",
+	 * "labels": {name: value}}]. */
+	int (*list)(void *self, uint64_t req, const sr_pair *labels,
+		    size_t n_labels, sr_done_fn done, void *ud);
+	/* Inspect one sandbox without starting or changing it. json: {"id",
+	 * "state": "running" | "stopped" | "starting" | "stopping" | "error"
+	 * | ..., "labels": {...}, "network": "open" | "off" | "allowlist"};
+	 * SR_ENOTFOUND when there is none. */
+	int (*status)(void *self, uint64_t req, const char *id,
+		      sr_done_fn done, void *ud);
 } sr_provider_ops;
 
 /* ------------------------------------------------------ tunnel plugins */
@@ -403,16 +496,18 @@ typedef struct sr_tunnel_ops {
 typedef struct sr_harness_ops {
 	uint32_t size; /* sizeof(sr_harness_ops) of the plugin */
 
-	/* Synchronous: done runs before describe returns. json:
-	 * {"command":[...], "credential_env":[...], "tools":[...]} */
-	int (*describe)(void *self, sr_done_fn done, void *ud);
-	/* run_json describes the run; json: {"files":[{"path","content",
-	 * "mode"}], "env":[{"name","value"}]} for the core to apply. */
+	/* Synchronous: *json is set to a malloc'd JSON object (the core
+	 * frees it): {"command":[...], "credential_env":[...], "tools":[...],
+	 * ...} (doc/plugin-abi.md lists the fields). */
+	int (*describe)(void *self, char **json);
+	/* run_json describes the run; result json: {"files":[{"path",
+	 * "content", "mode"}], "env":[{"name","value"}]} for the core to
+	 * apply. */
 	int (*prepare)(void *self, uint64_t req, const char *run_json,
 		       sr_done_fn done, void *ud);
-	/* Synchronous; json: the ACP mcpServers array for the run. */
-	int (*mcp_servers)(void *self, const char *run_json, sr_done_fn done,
-			   void *ud);
+	/* Synchronous: *json is set to a malloc'd JSON array, the ACP
+	 * mcpServers of the run (the core frees it). */
+	int (*mcp_servers)(void *self, const char *run_json, char **json);
 	/* Synchronous; 1 if this ACP session/request_permission params
 	 * object is one the harness raised for a platform tool. */
 	int (*is_own_permission)(void *self, const char *request_json);
@@ -439,7 +534,8 @@ typedef struct sr_plugin_descriptor {
 	int (*init)(const sr_host *host, void **self);
 	void (*fini)(void *self);
 	/* Optional: is the plugin usable here (binaries present, service
-	 * reachable)? Synchronous or not; json: {"ok":bool,"detail":"..."} */
+	 * reachable)? Under the completion rule; json:
+	 * {"ok":bool,"detail":"..."} */
 	int (*doctor)(void *self, sr_done_fn done, void *ud);
 } sr_plugin_descriptor;
 

@@ -22,11 +22,11 @@ typedef struct claude {
 	int tools_http;
 } claude;
 
-static int c_describe(void *self, sr_done_fn done, void *ud)
+static int c_describe(void *self, char **out)
 {
 	claude *c = self;
 
-	return sr_harness_reply(done, ud, json_pack(
+	return sr_harness_answer(json_pack(
 		"{s:o, s:[s, s], s:[s], s:[s, s], s:s, s:O, s:s, s:[s], s:s, s:b}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
@@ -37,7 +37,7 @@ static int c_describe(void *self, sr_done_fn done, void *ud)
 		"install_dir", c->h.install_dir,
 		"npm", npm[0],
 		"node", node,
-		"wants_mcp_http", c->tools_http));
+		"wants_mcp_http", c->tools_http), out);
 }
 
 static int c_prepare(void *self, uint64_t req, const char *run_json,
@@ -49,7 +49,6 @@ static int c_prepare(void *self, uint64_t req, const char *run_json,
 	const char *model = json_string_value(json_object_get(run, "model_url"));
 	char path[4096];
 
-	(void)self;
 	(void)req;
 	if (home) {
 		/* Permission requests only arrive in the "default" mode. */
@@ -68,11 +67,10 @@ static int c_prepare(void *self, uint64_t req, const char *run_json,
 	if (model)
 		sr_harness_env(env, "ANTHROPIC_BASE_URL", model);
 	json_decref(run);
-	return sr_harness_reply(done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&((claude *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
-static int c_mcp_servers(void *self, const char *run_json, sr_done_fn done,
-			 void *ud)
+static int c_mcp_servers(void *self, const char *run_json, char **out)
 {
 	claude *c = self;
 	json_t *run = json_loads(run_json, 0, NULL);
@@ -86,7 +84,7 @@ static int c_mcp_servers(void *self, const char *run_json, sr_done_fn done,
 		snprintf(bearer, sizeof(bearer), "Bearer %s",
 			 json_string_value(json_object_get(http, "token")));
 		json_array_append_new(servers, json_pack("{s:s, s:s, s:O, s:[{s:s, s:s}]}",
-			"type", "http", "name", "sandrun-tools", "url",
+			"type", "http", "name", SR_TOOLS_SERVER_NAME, "url",
 			json_object_get(http, "url"), "headers", "name", "Authorization",
 			"value", bearer));
 	} else if ((shim = sr_harness_shim_entry(run))) {
@@ -95,7 +93,7 @@ static int c_mcp_servers(void *self, const char *run_json, sr_done_fn done,
 	json_array_foreach(user, i, s)
 		json_array_append(servers, s);
 	json_decref(run);
-	return sr_harness_reply(done, ud, servers);
+	return sr_harness_answer(servers, out);
 }
 
 /* Claude Code names MCP tools mcp__<server>__<tool>. */

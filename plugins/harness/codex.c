@@ -25,11 +25,11 @@ typedef struct codex {
 	char *mode;
 } codex;
 
-static int x_describe(void *self, sr_done_fn done, void *ud)
+static int x_describe(void *self, char **out)
 {
 	codex *c = self;
 
-	return sr_harness_reply(done, ud, json_pack(
+	return sr_harness_answer(json_pack(
 		"{s:o, s:[s, s], s:[s, s], s:s, s:O, s:s, s:[s, s], s:s}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "OPENAI_API_KEY", "CODEX_API_KEY",
@@ -38,7 +38,7 @@ static int x_describe(void *self, sr_done_fn done, void *ud)
 		"env", c->h.extra_env,
 		"install_dir", c->h.install_dir,
 		"npm", npm[0], npm[1],
-		"node", node));
+		"node", node), out);
 }
 
 static int x_prepare(void *self, uint64_t req, const char *run_json,
@@ -86,11 +86,10 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 	sr_harness_env(env, "CODEX_HOME", dir);
 	sr_harness_env(env, "NO_BROWSER", "1");
 	json_decref(run);
-	return sr_harness_reply(done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&((codex *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
-static int x_mcp_servers(void *self, const char *run_json, sr_done_fn done,
-			 void *ud)
+static int x_mcp_servers(void *self, const char *run_json, char **out)
 {
 	json_t *run = json_loads(run_json, 0, NULL);
 	json_t *servers = json_array(), *shim = sr_harness_shim_entry(run), *s;
@@ -102,7 +101,7 @@ static int x_mcp_servers(void *self, const char *run_json, sr_done_fn done,
 	json_array_foreach(json_object_get(run, "user_mcp_servers"), i, s)
 		json_array_append(servers, s);
 	json_decref(run);
-	return sr_harness_reply(done, ud, servers);
+	return sr_harness_answer(servers, out);
 }
 
 /* Codex's MCP approvals name the server (sandrun_tools) in the tool call's
@@ -111,7 +110,7 @@ static int x_is_own_permission(void *self, const char *request_json)
 {
 	(void)self;
 	return request_json && (strstr(request_json, "sandrun_tools") ||
-				strstr(request_json, "sandrun-tools"));
+				strstr(request_json, SR_TOOLS_SERVER_NAME));
 }
 
 static int x_doctor(void *self, sr_done_fn done, void *ud)

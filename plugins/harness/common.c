@@ -76,15 +76,22 @@ json_t *sr_harness_command(const harness *h)
 	return json_pack("[s]", path);
 }
 
-int sr_harness_reply(sr_done_fn done, void *ud, json_t *json)
+int sr_harness_reply(const harness *h, sr_done_fn done, void *ud, json_t *json)
 {
 	char *text = json_dumps(json, JSON_COMPACT);
-	sr_result r = { sizeof(r), text ? SR_OK : SR_ENOMEM, NULL, text, NULL, 0 };
+	sr_result r = { sizeof(r), SR_OK, NULL, text, NULL, 0 };
+	int rc = text ? h->host->complete(h->host, done, ud, &r) : SR_ENOMEM;
 
 	json_decref(json);
-	done(ud, &r);
 	free(text);
-	return r.status;
+	return rc;
+}
+
+int sr_harness_answer(json_t *json, char **out)
+{
+	*out = json ? json_dumps(json, JSON_COMPACT) : NULL;
+	json_decref(json);
+	return *out ? SR_OK : SR_ENOMEM;
 }
 
 int sr_harness_doctor(const harness *h, sr_done_fn done, void *ud)
@@ -101,7 +108,7 @@ int sr_harness_doctor(const harness *h, sr_done_fn done, void *ud)
 			 "not installed: %s is missing (run 'sandrun install-harness %s')",
 			 path, h->name);
 	json_decref(cmd);
-	return sr_harness_reply(done, ud, json_pack("{s:b, s:s}", "ok", ok, "detail", detail));
+	return sr_harness_reply(h, done, ud, json_pack("{s:b, s:s}", "ok", ok, "detail", detail));
 }
 
 void sr_harness_env(json_t *env, const char *name, const char *value)
@@ -124,7 +131,7 @@ json_t *sr_harness_shim_entry(json_t *run)
 
 	if (!shim || !specs || !relay)
 		return NULL;
-	return json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[]}", "name", "sandrun-tools",
+	return json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[]}", "name", SR_TOOLS_SERVER_NAME,
 			 "command", shim, "args", "mcp", "--specs", specs,
 			 "--relay-dir", relay, "env");
 }

@@ -24,8 +24,12 @@ int sr_harness_init(harness *h, const sr_host *host, const char *name,
 void sr_harness_fini(harness *h);
 /* The adapter's argv as a JSON array. New reference. */
 json_t *sr_harness_command(const harness *h);
-/* Call done with json (stolen) and SR_OK. */
-int sr_harness_reply(sr_done_fn done, void *ud, json_t *json);
+/* Complete an operation with json (stolen) and SR_OK, on the next loop
+ * iteration (the completion rule). */
+int sr_harness_reply(const harness *h, sr_done_fn done, void *ud, json_t *json);
+/* A synchronous operation's answer: json (stolen) as malloc'd text in
+ * *out. SR_ENOMEM when it cannot. */
+int sr_harness_answer(json_t *json, char **out);
 /* A doctor answer: is the adapter installed? */
 int sr_harness_doctor(const harness *h, sr_done_fn done, void *ud);
 /* {"name": name, "value": value} appended to env. */

@@ -25,11 +25,11 @@ typedef struct pi {
 	char *api;
 } pi;
 
-static int p_describe(void *self, sr_done_fn done, void *ud)
+static int p_describe(void *self, char **out)
 {
 	pi *p = self;
 
-	return sr_harness_reply(done, ud, json_pack(
+	return sr_harness_answer(json_pack(
 		"{s:o, s:[s, s], s:[s], s:O, s:s, s:[s, s], s:s}",
 		"command", sr_harness_command(&p->h),
 		"credential_env", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
@@ -37,7 +37,7 @@ static int p_describe(void *self, sr_done_fn done, void *ud)
 		"env", p->h.extra_env,
 		"install_dir", p->h.install_dir,
 		"npm", npm[0], npm[1],
-		"node", node));
+		"node", node), out);
 }
 
 static int p_prepare(void *self, uint64_t req, const char *run_json,
@@ -92,15 +92,14 @@ static int p_prepare(void *self, uint64_t req, const char *run_json,
 			       json_string_value(json_object_get(run, "relay_dir")));
 	}
 	json_decref(run);
-	return sr_harness_reply(done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&((pi *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
-static int p_mcp_servers(void *self, const char *run_json, sr_done_fn done,
-			 void *ud)
+static int p_mcp_servers(void *self, const char *run_json, char **out)
 {
 	(void)self;
 	(void)run_json;
-	return sr_harness_reply(done, ud, json_array());
+	return sr_harness_answer(json_array(), out);
 }
 
 static int p_is_own_permission(void *self, const char *request_json)

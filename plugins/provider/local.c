@@ -84,6 +84,15 @@ static void done_status(sr_done_fn done, void *ud, int status,
 		done(ud, &r);
 }
 
+/* An outcome known at once, delivered later (the completion rule). */
+static int complete_now(const local *lp, sr_done_fn done, void *ud, int status,
+			const char *message, const char *json)
+{
+	sr_result r = { sizeof(r), status, message, json, NULL, 0 };
+
+	return lp->host->complete(lp->host, done, ud, &r);
+}
+
 static char *find_in_path(const char *name)
 {
 	const char *path = getenv("PATH");
@@ -245,10 +254,20 @@ static const char *net_name(int mode)
 	       mode == SR_NET_ALLOWLIST ? "allowlist" : "open";
 }
 
+/* The spec's network policy, when it carries one we can read. */
+static const sr_network_policy *network_of(const sr_sandbox_spec *spec)
+{
+	const sr_network_policy *np = spec->network;
+
+	return np && np->size >= SR_TABLE_HAS(sr_network_policy, mode) ? np : NULL;
+}
+
 /* Can this host enforce the policy? Returns NULL or the reason not. */
 static const char *policy_unenforceable(const local *lp,
 					const sr_network_policy *np)
 {
+	if (np && np->size < SR_TABLE_HAS(sr_network_policy, mode))
+		return "the network policy is too small to read";
 	if (!np || np->mode == SR_NET_OPEN)
 		return NULL;
 	if (np->mode == SR_NET_ALLOWLIST)
@@ -292,7 +311,7 @@ static char *result_json(const local *lp, const char *id)
 
 enum fop_kind {
 	FOP_CREATE, FOP_RECONNECT, FOP_PARK, FOP_DESTROY, FOP_PUT, FOP_GET,
-	FOP_LIST, FOP_RENAME, FOP_REMOVE, FOP_MKDIR
+	FOP_LIST, FOP_RENAME, FOP_REMOVE, FOP_MKDIR, FOP_SANDBOXES, FOP_STATUS
 };
 
 typedef struct fop {
@@ -703,6 +722,66 @@ static int do_mkdir(fop *f, int sfd)
 	return rc;
 }
 
+/* A sandbox's record as list and status give it. */
+static json_t *describe_box(json_t *meta)
+{
+	const char *state = json_string_value(json_object_get(meta, "state"));
+	int parked = state && strncmp(state, "parked-", 7) == 0;
+
+	return json_pack("{s:O, s:s, s:b, s:O, s:O}", "id", json_object_get(meta, "id"),
+			 "state", state && strcmp(state, "parked-stopped") == 0 ? "stopped" :
+				  "running",
+			 "parked", parked, "labels", json_object_get(meta, "labels"),
+			 "network", json_object_get(meta, "network"));
+}
+
+/* Every sandbox under the root whose labels hold all of f->meta_labels. */
+static int do_sandboxes(fop *f)
+{
+	DIR *d = opendir(f->lp->root);
+	json_t *all = json_array(), *meta, *want;
+	struct dirent *e;
+	const char *k;
+
+	if (!d && errno != ENOENT) {
+		json_decref(all);
+		snprintf(f->message, sizeof(f->message), "local: cannot read %s: %s",
+			 f->lp->root, strerror(errno));
+		return SR_EIO;
+	}
+	while (d && (e = readdir(d))) {
+		int match = 1;
+		if (!valid_id(e->d_name) || !(meta = meta_read(f->lp, e->d_name)))
+			continue;
+		json_object_foreach(f->meta_labels, k, want)
+			match &= json_equal(json_object_get(json_object_get(meta, "labels"), k),
+					    want);
+		if (match)
+			json_array_append_new(all, describe_box(meta));
+		json_decref(meta);
+	}
+	if (d)
+		closedir(d);
+	f->out_json = json_dumps(all, JSON_COMPACT);
+	json_decref(all);
+	return f->out_json ? SR_OK : SR_ENOMEM;
+}
+
+static int do_status(fop *f)
+{
+	json_t *meta = meta_read(f->lp, f->id), *j;
+
+	if (!meta) {
+		snprintf(f->message, sizeof(f->message), "local: sandbox '%s' not found", f->id);
+		return SR_ENOTFOUND;
+	}
+	j = describe_box(meta);
+	f->out_json = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	json_decref(meta);
+	return f->out_json ? SR_OK : SR_ENOMEM;
+}
+
 static int fop_run(void *ud)
 {
 	fop *f = ud;
@@ -718,6 +797,10 @@ static int fop_run(void *ud)
 								 "parked-running");
 	case FOP_DESTROY:
 		return do_destroy(f);
+	case FOP_SANDBOXES:
+		return do_sandboxes(f);
+	case FOP_STATUS:
+		return do_status(f);
 	default:
 		break;
 	}
@@ -761,7 +844,7 @@ static void fop_done(void *ud, int status)
 	} else if (f->kind == FOP_GET) {
 		r.data = f->data;
 		r.len = f->len;
-	} else if (f->kind == FOP_LIST) {
+	} else if (f->kind == FOP_LIST || f->kind == FOP_SANDBOXES || f->kind == FOP_STATUS) {
 		r.json = f->out_json;
 	}
 	if (f->done)
@@ -806,8 +889,7 @@ static fop *fop_for(local *lp, int kind, const char *id, sr_done_fn done,
 	if (!valid_id(id)) {
 		snprintf(msg, sizeof(msg),
 			 "local: invalid sandbox id (expected sb- and 16 hex digits)");
-		done_status(done, ud, SR_EINVAL, msg, NULL);
-		*rc = SR_EINVAL;
+		*rc = complete_now(lp, done, ud, SR_EINVAL, msg, NULL);
 		return NULL;
 	}
 	f = fop_new(lp, kind, id, done, ud);
@@ -844,13 +926,11 @@ static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	fop *f;
 
 	(void)req;
-	why = policy_unenforceable(lp, &spec->network);
+	why = policy_unenforceable(lp, network_of(spec));
 	if (!why)
 		why = unconfinable(lp);
-	if (why) {
-		done_status(done, ud, SR_EUNSUPPORTED, why, NULL);
-		return SR_EUNSUPPORTED;
-	}
+	if (why)
+		return complete_now(lp, done, ud, SR_EUNSUPPORTED, why, NULL);
 	if (lp->host->random_bytes(lp->host, rnd, sizeof(rnd)) != SR_OK)
 		return SR_EIO;
 	strcpy(id, ID_PREFIX);
@@ -859,13 +939,15 @@ static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	f = fop_new(lp, FOP_CREATE, id, done, ud);
 	if (!f)
 		return SR_ENOMEM;
-	f->net_mode = spec->network.mode;
+	f->net_mode = network_of(spec) ? network_of(spec)->mode : SR_NET_OPEN;
 	f->meta_env = pairs_object(spec->env, spec->n_env);
 	/* Local sandboxes cannot hide credentials: they become plain env
 	 * (the run reports that), but are not written to disk. */
 	f->meta_labels = pairs_object(spec->labels, spec->n_labels);
 	for (size_t i = 0; i < spec->n_credentials; i++)
-		lp->host->secret_register(lp->host, spec->credentials[i].value);
+		if (spec->credentials[i] &&
+		    spec->credentials[i]->size >= SR_TABLE_HAS(sr_credential, value))
+			lp->host->secret_register(lp->host, spec->credentials[i]->value);
 	return fop_submit(f);
 }
 
@@ -879,10 +961,8 @@ static int l_reconnect(void *self, uint64_t req, const char *id,
 	int rc;
 
 	(void)req;
-	if (why) {
-		done_status(done, ud, SR_EUNSUPPORTED, why, NULL);
-		return SR_EUNSUPPORTED;
-	}
+	if (why)
+		return complete_now(lp, done, ud, SR_EUNSUPPORTED, why, NULL);
 	if (!(f = fop_for(lp, FOP_RECONNECT, id, done, ud, &rc)))
 		return rc;
 	f->net_mode = policy ? policy->mode : -1;
@@ -1314,6 +1394,30 @@ static int l_file_mkdir(void *self, uint64_t req, const char *id,
 	return fop_submit(f);
 }
 
+static int l_list(void *self, uint64_t req, const sr_pair *labels,
+		  size_t n_labels, sr_done_fn done, void *ud)
+{
+	fop *f = fop_new(self, FOP_SANDBOXES, NULL, done, ud);
+
+	(void)req;
+	if (!f)
+		return SR_ENOMEM;
+	f->meta_labels = pairs_object(labels, n_labels);
+	return fop_submit(f);
+}
+
+static int l_status(void *self, uint64_t req, const char *id,
+		    sr_done_fn done, void *ud)
+{
+	fop *f;
+	int rc;
+
+	(void)req;
+	if (!(f = fop_for(self, FOP_STATUS, id, done, ud, &rc)))
+		return rc;
+	return fop_submit(f);
+}
+
 static int l_cancel(void *self, uint64_t req)
 {
 	local *lp = self;
@@ -1388,6 +1492,7 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 	probe *p;
 	json_t *j;
 	char *s;
+	int rc;
 
 	if (mkdir_p(lp->root, 0700) != 0 || access(lp->root, W_OK) != 0) {
 		snprintf(detail, sizeof(detail), "cannot create or write %s: %s",
@@ -1425,10 +1530,10 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
 	}
 	s = json_dumps(j, JSON_COMPACT);
-	done_status(done, ud, SR_OK, NULL, s);
+	rc = s ? complete_now(lp, done, ud, SR_OK, NULL, s) : SR_ENOMEM;
 	free(s);
 	json_decref(j);
-	return SR_OK;
+	return rc;
 }
 
 /* --------------------------------------------------------------- init */
@@ -1544,6 +1649,8 @@ static const sr_provider_ops local_ops = {
 	.file_mkdir = l_file_mkdir,
 	.watch = NULL, /* the relay watches local directories itself */
 	.cancel = l_cancel,
+	.list = l_list,
+	.status = l_status,
 };
 
 static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",

@@ -4,9 +4,11 @@
 
 #include "sandrun/plugin.h"
 
+static const sr_host *t_host;
+
 __attribute__((unused)) static int t_init(const sr_host *host, void **self)
 {
-	(void)host;
+	t_host = host;
 	*self = NULL;
 	return SR_OK;
 }
@@ -17,8 +19,17 @@ __attribute__((unused)) static int t_start(void *self, uint64_t req, sr_done_fn 
 
 	(void)self;
 	(void)req;
-	done(ud, &r);
-	return SR_OK;
+	return t_host->complete(t_host, done, ud, &r);
+}
+
+/* Lies past a descriptor that ends at fini: the core must not call it. */
+__attribute__((unused)) static int t_doctor(void *self, sr_done_fn done, void *ud)
+{
+	sr_result r = { sizeof(r), SR_OK, NULL,
+			"{\"ok\":false,\"detail\":\"read past the descriptor\"}", NULL, 0 };
+
+	(void)self;
+	return t_host->complete(t_host, done, ud, &r);
 }
 
 #if defined(SMALL_OPS)
@@ -48,8 +59,10 @@ static const sr_plugin_descriptor desc = {
 #else
 	.abi_minor = SR_ABI_MINOR,
 #endif
-#ifdef SMALL_DESC
+#if defined(SMALL_DESC)
 	.size = (uint32_t)offsetof(sr_plugin_descriptor, ops),
+#elif defined(SHORT_DESC)
+	.size = (uint32_t)SR_TABLE_HAS(sr_plugin_descriptor, fini),
 #else
 	.size = sizeof(sr_plugin_descriptor),
 #endif
@@ -66,6 +79,8 @@ static const sr_plugin_descriptor desc = {
 	.name = "twin",
 #elif defined(NULL_OPS)
 	.name = "hollow",
+#elif defined(SHORT_DESC)
+	.name = "short",
 #else
 	.name = "broken",
 #endif
@@ -79,7 +94,11 @@ static const sr_plugin_descriptor desc = {
 	.init = t_init,
 #endif
 	.fini = NULL,
+#ifdef SHORT_DESC
+	.doctor = t_doctor,
+#else
 	.doctor = NULL,
+#endif
 };
 
 #ifdef NO_ENTRY

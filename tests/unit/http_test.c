@@ -13,6 +13,26 @@ static uv_loop_t loop;
 static sr__http *http;
 static char big[10 << 20];
 
+/* /stream: three chunks 100 ms apart; /long: five chunks 400 ms apart;
+ * /stall: one chunk, then 3 s of silence. */
+static ssize_t stream_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	const char *kind = cls;
+	int stall = strcmp(kind, "stall") == 0, slow = strcmp(kind, "long") == 0;
+
+	(void)max;
+	if (stall && pos == 1) {
+		sleep(3);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	if (pos >= (slow ? 5u : 3u))
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (pos > 0)
+		usleep(slow ? 400000 : 100000);
+	buf[0] = (char)('a' + pos);
+	return 1;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
 			      const char *url, const char *method,
 			      const char *version, const char *upload,
@@ -46,6 +66,15 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
 	if (*state == NULL) {
 		*state = &marker;
 		return MHD_YES;
+	}
+	if (strcmp(url, "/stream") == 0 || strcmp(url, "/stall") == 0 ||
+	    strcmp(url, "/long") == 0) {
+		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1, stream_body,
+						      (void *)(url + 1), NULL);
+		MHD_add_response_header(r, "Content-Type", "text/event-stream");
+		ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ret;
 	}
 	if (strcmp(url, "/slow") == 0) {
 		sleep(2);
@@ -195,4 +224,87 @@ Test(http, cancel_reports_cancelled_once)
 	sr__http_cancel(call);
 	cr_assert(w.done);
 	cr_assert_eq(w.status, SR_ECANCELED);
+}
+
+/* Streamed responses: headers first, then each chunk as it arrives. */
+typedef struct streamed {
+	int headers, status, chunks_before_headers;
+	char body[64];
+	size_t len;
+	char content_type[64];
+} streamed;
+
+static void s_headers(void *ud, int status, const char *headers)
+{
+	streamed *s = ud;
+	json_t *h = json_loads(headers, 0, NULL);
+
+	s->headers++;
+	s->status = status;
+	snprintf(s->content_type, sizeof(s->content_type), "%s",
+		 json_string_value(json_object_get(h, "content-type")) ?
+			 json_string_value(json_object_get(h, "content-type")) : "");
+	json_decref(h);
+}
+
+static streamed st;
+
+static void s_chunk(void *ud, const void *data, size_t len)
+{
+	streamed *s = ud;
+
+	if (!s->headers)
+		s->chunks_before_headers++;
+	if (s->len + len < sizeof(s->body)) {
+		memcpy(s->body + s->len, data, len);
+		s->len += len;
+	}
+}
+
+static void s_done(void *ud, const sr_result *r)
+{
+	(void)ud;
+	sr__wait_done(&w, r);
+}
+
+static void stream(const char *path, uint64_t timeout_ms)
+{
+	char url[256];
+	sr_http_request req = { sizeof(req), "GET", url, NULL, 0, NULL, 0, timeout_ms, 0 };
+	sr_http_stream_callbacks cbs = { sizeof(cbs), s_headers, s_chunk, s_done };
+	sr__ctx ctx = { .loop = &loop };
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	memset(&w, 0, sizeof(w));
+	memset(&st, 0, sizeof(st));
+	cr_assert_not_null(sr__http_stream(http, &req, &cbs, &st));
+	t_wait(&ctx, &w);
+}
+
+Test(http, a_stream_gives_headers_then_each_chunk_then_done)
+{
+	stream("/stream", 0);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_eq(st.headers, 1);
+	cr_assert_eq(st.status, 200);
+	cr_assert_str_eq(st.content_type, "text/event-stream");
+	cr_assert_eq(st.chunks_before_headers, 0);
+	cr_assert_eq(st.len, 3);
+	cr_assert_str_eq(st.body, "abc");
+	cr_assert_eq(w.len, 0, "a stream's done carries no body");
+}
+
+Test(http, a_stream_may_last_longer_than_its_timeout_while_chunks_flow)
+{
+	/* 5 chunks over 1.6 s, with 1 s allowed between two chunks. */
+	stream("/long", 1000);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_str_eq(st.body, "abcde");
+}
+
+Test(http, a_stalled_stream_times_out)
+{
+	stream("/stall", 1000);
+	cr_assert_eq(w.status, SR_ETIMEDOUT, "status %d: %s", w.status, w.message);
+	cr_assert_str_eq(st.body, "a");
 }

@@ -1,5 +1,7 @@
 /* The durable key-value area (core/host.c). */
 #include "harness.h"
+#include <sys/wait.h>
+
 #include "core/host.h"
 
 static char *dir;
@@ -82,4 +84,53 @@ Test(kv, does_not_follow_a_planted_symlink)
 	snprintf(link, sizeof(link), "%s/evil", dir);
 	cr_assert_eq(symlink("/etc/hostname", link), 0);
 	cr_assert_neq(sr__kv_get(dir, "evil", &v, NULL), SR_OK);
+}
+
+Test(kv, compare_and_set_replaces_only_the_expected_value)
+{
+	char *v;
+	size_t n;
+
+	/* NULL expected: only when the key does not exist. */
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", NULL, 0, "v1", 2), SR_OK);
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", NULL, 0, "v9", 2), SR_ESTATE);
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", "v0", 2, "v2", 2), SR_ESTATE);
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", "v", 1, "v2", 2), SR_ESTATE,
+		     "a prefix of the value is not the value");
+	cr_assert_eq(sr__kv_get(dir, "lease.2", &v, &n), SR_OK);
+	cr_assert_str_eq(v, "v1", "a refused set changed the value");
+	free(v);
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", "v1", 2, "v2", 2), SR_OK);
+	cr_assert_eq(sr__kv_get(dir, "lease.2", &v, &n), SR_OK);
+	cr_assert_str_eq(v, "v2");
+	free(v);
+	cr_assert_eq(sr__kv_delete(dir, "lease.2"), SR_OK);
+	cr_assert_eq(sr__kv_cas(dir, "lease.2", "v2", 2, "v3", 2), SR_ESTATE,
+		     "a deleted key matched an expected value");
+	cr_assert_eq(sr__kv_cas(dir, "../x", NULL, 0, "v", 1), SR_EINVAL);
+}
+
+/* Two processes race to take the same key: exactly one wins. */
+Test(kv, compare_and_set_has_one_winner_across_processes)
+{
+	int wins = 0;
+
+	for (int round = 0; round < 20; round++) {
+		char key[32];
+		pid_t kids[4];
+		int st;
+
+		snprintf(key, sizeof(key), "race.%d", round);
+		for (int i = 0; i < 4; i++) {
+			kids[i] = fork();
+			cr_assert_neq(kids[i], -1);
+			if (kids[i] == 0)
+				_exit(sr__kv_cas(dir, key, NULL, 0, "mine", 4) == SR_OK ? 0 : 1);
+		}
+		for (int i = 0; i < 4; i++) {
+			waitpid(kids[i], &st, 0);
+			wins += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		}
+	}
+	cr_assert_eq(wins, 20, "%d winners in 20 races", wins);
 }

@@ -144,21 +144,13 @@ Test(loader, scan_loads_good_and_records_every_bad_file)
 	sr__registry_scan(reg, "/nonexistent-dir");
 	cr_assert_eq(reg->n, 0);
 	sr__registry_scan(reg, plugdir());
-	/* dup_a, null_ops ("hollow") load; dup_b is a duplicate. */
-	cr_assert_eq(reg->n, 2, "loaded %zu", reg->n);
+	/* dup_a, null_ops ("hollow"), short_desc and rude load; dup_b is a
+	 * duplicate. */
+	cr_assert_eq(reg->n, 4, "loaded %zu", reg->n);
 	cr_assert_eq(reg->n_rejected, 9, "rejected %zu", reg->n_rejected);
 }
 
-static int seen_status;
-static char seen_message[256];
-
-static void capture(void *ud, const sr_result *r)
-{
-	(void)ud;
-	seen_status = r->status;
-	snprintf(seen_message, sizeof(seen_message), "%s", r->message);
-}
-
+/* The asynchronous operations' side of this is in complete_test.c. */
 Test(loader, null_or_missing_operation_is_a_typed_unsupported_error)
 {
 	sr__plugin *p;
@@ -166,13 +158,6 @@ Test(loader, null_or_missing_operation_is_a_typed_unsupported_error)
 
 	cr_assert_eq(sr__registry_load(reg, plugin("null_ops")), SR_OK);
 	p = reg->plugins[0];
-	/* create is inside the declared table but NULL. */
-	cr_assert_eq(sr__provider_create(p, 1, NULL, capture, NULL), SR_EUNSUPPORTED);
-	cr_assert_eq(seen_status, SR_EUNSUPPORTED);
-	cr_assert_str_eq(seen_message, "provider 'hollow': operation 'create' is not supported");
-	/* destroy lies beyond the declared table size. */
-	cr_assert_eq(sr__provider_destroy(p, 2, "x", capture, NULL), SR_EUNSUPPORTED);
-	cr_assert_str_eq(seen_message, "provider 'hollow': operation 'destroy' is not supported");
 	cr_assert_eq(sr__provider_watch(p, 3, "x", "/", NULL, NULL, err, sizeof(err)),
 		     SR_EUNSUPPORTED);
 	cr_assert_str_eq(err, "provider 'hollow': operation 'watch' is not supported");

@@ -64,7 +64,7 @@ static char *create_with(const sr_sandbox_spec *spec)
 static char *create(void)
 {
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
-				 { SR_NET_OPEN, NULL, 0 }, NULL, 0 };
+				 &(sr_network_policy){ sizeof(sr_network_policy), SR_NET_OPEN, NULL, 0 }, NULL, 0 };
 
 	return create_with(&spec);
 }
@@ -98,7 +98,7 @@ static void o_exit(void *ud, int status, int sig)
 static int run_in(const char *id, const char *const *argv, const sr_pair *env,
 		  size_t n_env, out *o)
 {
-	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
+	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit, NULL };
 	sr_exec_spec spec = { sizeof(spec), argv, env, n_env, NULL, NULL, 0 };
 	uint64_t req = sr__next_req();
 	int rc;
@@ -163,7 +163,7 @@ Test(local, environment_is_reduced_to_the_allowlist_plus_what_the_run_sets)
 	sr_pair sandbox_env[] = { { "FROM_SANDBOX", "s" } };
 	sr_pair exec_env[] = { { "FROM_EXEC", "e" } };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, sandbox_env, 1, NULL, 0,
-				 { SR_NET_OPEN, NULL, 0 }, NULL, 0 };
+				 &(sr_network_policy){ sizeof(sr_network_policy), SR_NET_OPEN, NULL, 0 }, NULL, 0 };
 	out o;
 	char *id;
 
@@ -265,9 +265,12 @@ Test(local, invalid_ids_are_rejected_not_resolved)
 {
 	start("");
 	reset();
-	sr__provider_destroy(p, 1, "../../etc", sr__wait_done, &w);
-	cr_assert(w.done);
+	/* Refused with a message: delivered later, never inside the call. */
+	cr_assert_eq(sr__provider_destroy(p, 1, "../../etc", sr__wait_done, &w), SR_OK);
+	cr_assert(!w.done);
+	t_wait(&ctx, &w);
 	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "invalid sandbox id"), "%s", w.message);
 	reset();
 	sr__provider_reconnect(p, 2, "sb-0000000000000000", NULL, sr__wait_done, &w);
 	t_wait(&ctx, &w);
@@ -307,7 +310,7 @@ Test(local, park_reconnect_destroy)
 Test(local, parking_stopped_kills_running_processes)
 {
 	const char *argv[] = { "sleep", "30", NULL };
-	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit };
+	sr_channel_callbacks cbs = { sizeof(cbs), o_chunk, o_chunk, o_exit, NULL };
 	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
 	out o;
 	char *id;
@@ -328,7 +331,7 @@ Test(local, network_off_has_only_loopback_when_bwrap_is_present)
 {
 	const char *argv[] = { "cat", "/proc/net/dev", NULL };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
-				 { SR_NET_OFF, NULL, 0 }, NULL, 0 };
+				 &(sr_network_policy){ sizeof(sr_network_policy), SR_NET_OFF, NULL, 0 }, NULL, 0 };
 	out o;
 	char *id;
 
@@ -353,14 +356,15 @@ Test(local, network_off_has_only_loopback_when_bwrap_is_present)
 Test(local, without_bwrap_the_policy_is_not_enforced_and_off_is_refused)
 {
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
-				 { SR_NET_OFF, NULL, 0 }, NULL, 0 };
+				 &(sr_network_policy){ sizeof(sr_network_policy), SR_NET_OFF, NULL, 0 }, NULL, 0 };
 
 	start("[provider.local]\nbwrap = off\n");
 	cr_assert_eq(sr__provider_capabilities(p) & SR_CAP_NETWORK_POLICY, 0);
 	cr_assert_eq(sr__provider_capabilities(p) & SR_CAP_ISOLATED_SECRETS, 0);
 	reset();
-	sr__provider_create(p, 1, &spec, sr__wait_done, &w);
-	cr_assert(w.done);
+	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
+	cr_assert(!w.done, "the refusal came from inside the call");
+	t_wait(&ctx, &w);
 	cr_assert_eq(w.status, SR_EUNSUPPORTED);
 	cr_assert(strstr(w.message, "bubblewrap"), "%s", w.message);
 }
@@ -369,11 +373,12 @@ Test(local, allowlist_policy_is_refused)
 {
 	const char *allow[] = { "10.0.0.0/8" };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0,
-				 { SR_NET_ALLOWLIST, allow, 1 }, NULL, 0 };
+				 &(sr_network_policy){ sizeof(sr_network_policy), SR_NET_ALLOWLIST, allow, 1 }, NULL, 0 };
 
 	start("");
 	reset();
-	sr__provider_create(p, 1, &spec, sr__wait_done, &w);
+	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
+	t_wait(&ctx, &w);
 	cr_assert_eq(w.status, SR_EUNSUPPORTED);
 	cr_assert(strstr(w.message, "allowlist"));
 }
@@ -400,4 +405,50 @@ Test(local, watch_is_a_typed_unsupported_error)
 	cr_assert_eq(sr__provider_watch(p, 1, "sb-0000000000000000", "relay", NULL, NULL,
 					err, sizeof(err)), SR_EUNSUPPORTED);
 	cr_assert_str_eq(err, "provider 'local': operation 'watch' is not supported");
+}
+
+Test(local, list_finds_sandboxes_by_label_and_status_inspects_without_starting)
+{
+	sr_pair mine[] = { { "sandrun.session", "ses-a" } };
+	sr_pair other[] = { { "sandrun.session", "ses-b" } };
+	sr_sandbox_spec a = { sizeof(a), NULL, NULL, 0, NULL, 0, NULL, mine, 1 };
+	sr_sandbox_spec b = { sizeof(b), NULL, NULL, 0, NULL, 0, NULL, other, 1 };
+	char ida[64], idb[64];
+	json_t *j;
+
+	start("");
+	snprintf(ida, sizeof(ida), "%s", create_with(&a));
+	snprintf(idb, sizeof(idb), "%s", create_with(&b));
+	reset();
+	cr_assert_eq(sr__provider_list(p, 1, mine, 1, sr__wait_done, &w), SR_OK);
+	file_op_ok("list by label");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(j), 1, "%s", w.json);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "id")), ida);
+	json_decref(j);
+	reset();
+	cr_assert_eq(sr__provider_list(p, 2, NULL, 0, sr__wait_done, &w), SR_OK);
+	file_op_ok("list all");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(j), 2, "%s", w.json);
+	json_decref(j);
+
+	reset();
+	sr__wait_for(&ctx, &w, sr__provider_park(p, 3, idb, SR_PARK_STOPPED, sr__wait_done, &w));
+	cr_assert_eq(w.status, SR_OK);
+	reset();
+	cr_assert_eq(sr__provider_status(p, 4, idb, sr__wait_done, &w), SR_OK);
+	file_op_ok("status");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "stopped", "%s", w.json);
+	cr_assert(json_is_true(json_object_get(j, "parked")));
+	json_decref(j);
+	reset();
+	cr_assert_eq(sr__provider_status(p, 5, idb, sr__wait_done, &w), SR_OK);
+	file_op_ok("status again");
+	cr_assert(strstr(w.json, "\"stopped\""), "status started it: %s", w.json);
+	reset();
+	cr_assert_eq(sr__provider_status(p, 6, "sb-0000000000000000", sr__wait_done, &w), SR_OK);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ENOTFOUND);
 }
