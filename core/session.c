@@ -48,7 +48,29 @@ int sr__session_load(const char *state_dir, const char *id, json_t **out)
 		return SR_EINVAL;
 	paths(state_dir, id, dir, file, lock, sizeof(dir));
 	*out = json_load_file(file, 0, NULL);
-	return *out ? SR_OK : SR_ENOTFOUND;
+	if (*out && !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return SR_EIO;
+	}
+	if (!*out)
+		return access(file, F_OK) == 0 ? SR_EIO : SR_ENOTFOUND;
+	return SR_OK;
+}
+
+/* The session's lock, taken; -1 when it cannot be. */
+static int lock_session(const char *dir, const char *lock)
+{
+	int fd;
+
+	if (sr__mkdirs(dir, 0700) != SR_OK)
+		return -1;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 int sr__session_store(const char *state_dir, const char *id, json_t *rec,
@@ -58,21 +80,18 @@ int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 	json_t *cur;
 	int fd, rc = SR_OK, have;
 
-	if (!sr__session_valid_id(id))
+	if (!sr__session_valid_id(id) ||
+	    json_integer_value(json_object_get(rec, "turn")) != expected_turn + 1)
 		return SR_EINVAL;
 	paths(state_dir, id, dir, file, lock, sizeof(dir));
-	if (sr__mkdirs(dir, 0700) != SR_OK)
+	if ((fd = lock_session(dir, lock)) < 0)
 		return SR_EIO;
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || flock(fd, LOCK_EX) != 0) {
-		if (fd >= 0)
-			close(fd);
-		return SR_EIO;
-	}
 	cur = json_load_file(file, 0, NULL);
 	have = cur ? (int)json_integer_value(json_object_get(cur, "turn")) : 0;
 	json_decref(cur);
-	if (have != expected_turn) {
+	if (!cur && access(file, F_OK) == 0) {
+		rc = SR_EIO; /* unreadable: never overwritten as if absent */
+	} else if (have != expected_turn) {
 		rc = SR_ESTATE;
 	} else {
 		snprintf(tmp, sizeof(tmp), "%s.tmp", file);
@@ -88,9 +107,16 @@ int sr__session_remove(const char *state_dir, const char *id)
 {
 	char dir[4096], file[4096], lock[4096];
 
+	int fd, rc;
+
 	if (!sr__session_valid_id(id))
 		return SR_EINVAL;
 	paths(state_dir, id, dir, file, lock, sizeof(dir));
-	unlink(lock);
-	return unlink(file) == 0 ? SR_OK : SR_ENOTFOUND;
+	/* Under the lock, which stays: unlinking it would let a writer that
+	 * holds the old one and a writer that makes a new one both write. */
+	if ((fd = lock_session(dir, lock)) < 0)
+		return SR_EIO;
+	rc = unlink(file) == 0 ? SR_OK : SR_ENOTFOUND;
+	close(fd);
+	return rc;
 }

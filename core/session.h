@@ -9,11 +9,13 @@
 /* A new id, "ses-" and 16 hex digits. */
 void sr__session_new_id(char *buf, size_t n);
 int sr__session_valid_id(const char *id);
-/* SR_ENOTFOUND when there is none. *out is a new reference. */
+/* SR_ENOTFOUND when there is none, SR_EIO when it cannot be read. *out is
+ * a new reference. */
 int sr__session_load(const char *state_dir, const char *id, json_t **out);
-/* Write rec (its "turn" must be expected_turn + 1) only if the stored
- * record's turn is expected_turn (0: no record yet); SR_ESTATE if another
- * writer got there first. Serialised by a lock file. */
+/* Write rec (its "turn" must be expected_turn + 1, else SR_EINVAL) only if
+ * the stored record's turn is expected_turn (0: no record yet); SR_ESTATE
+ * if another writer got there first; SR_EIO if the stored record cannot be
+ * read (it is left as it is). Serialised by a lock file. */
 int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 		      int expected_turn);
 int sr__session_remove(const char *state_dir, const char *id);

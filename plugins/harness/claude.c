@@ -67,7 +67,8 @@ static int c_prepare(void *self, uint64_t req, const char *run_json,
 	if (model)
 		sr_harness_env(env, "ANTHROPIC_BASE_URL", model);
 	json_decref(run);
-	return sr_harness_reply(&((claude *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&((claude *)self)->h, done, ud,
+				json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
 static int c_mcp_servers(void *self, const char *run_json, char **out)
@@ -100,7 +101,7 @@ static int c_mcp_servers(void *self, const char *run_json, char **out)
 static int c_is_own_permission(void *self, const char *request_json)
 {
 	(void)self;
-	return request_json && strstr(request_json, "mcp__sandrun-tools__") != NULL;
+	return request_json && strstr(request_json, "mcp__" SR_TOOLS_SERVER_NAME "__") != NULL;
 }
 
 static int c_doctor(void *self, sr_done_fn done, void *ud)

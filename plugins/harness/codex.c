@@ -59,8 +59,7 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 		json_decref(run);
 		json_decref(files);
 		json_decref(env);
-		done(ud, &r);
-		return SR_EINVAL;
+		return c->h.host->complete(c->h.host, done, ud, &r);
 	}
 	snprintf(dir, sizeof(dir), "%s/.codex", home ? home : "/tmp");
 	snprintf(path, sizeof(path), "%s/config.toml", dir);
@@ -86,7 +85,8 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 	sr_harness_env(env, "CODEX_HOME", dir);
 	sr_harness_env(env, "NO_BROWSER", "1");
 	json_decref(run);
-	return sr_harness_reply(&((codex *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&c->h, done, ud,
+				json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
 static int x_mcp_servers(void *self, const char *run_json, char **out)

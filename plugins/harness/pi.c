@@ -92,7 +92,8 @@ static int p_prepare(void *self, uint64_t req, const char *run_json,
 			       json_string_value(json_object_get(run, "relay_dir")));
 	}
 	json_decref(run);
-	return sr_harness_reply(&((pi *)self)->h, done, ud, json_pack("{s:o, s:o}", "files", files, "env", env));
+	return sr_harness_reply(&p->h, done, ud,
+				json_pack("{s:o, s:o}", "files", files, "env", env));
 }
 
 static int p_mcp_servers(void *self, const char *run_json, char **out)
