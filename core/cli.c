@@ -7,6 +7,7 @@
 
 #include "core/cli.h"
 #include "core/log.h"
+#include "core/plugin.h"
 
 void sr__wait_done(void *ud, const sr_result *r)
 {

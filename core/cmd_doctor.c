@@ -13,6 +13,8 @@
 #include "core/harness.h"
 #include "core/log.h"
 #include "core/node.h"
+#include "core/plugin.h"
+#include "core/status.h"
 
 static int failures;
 

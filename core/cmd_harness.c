@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/fsutil.h"
 #include "core/harness.h"
 #include "core/log.h"
 #include "core/node.h"
+#include "core/plugin.h"
 #include "core/semver.h"
 
 /* Is "name@range" installed under dir/node_modules in a matching version? */

@@ -15,6 +15,7 @@
 #include "core/input.h"
 #include "core/log.h"
 #include "core/provider.h"
+#include "core/status.h"
 
 #define MAX_PAIRS 64
 

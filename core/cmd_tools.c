@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/cli.h"
+#include "core/fsutil.h"
 #include "core/input.h"
 #include "core/log.h"
 #include "core/mcp_http.h"

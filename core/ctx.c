@@ -8,56 +8,10 @@
 #include <sys/stat.h>
 
 #include "core/ctx.h"
-#include "core/host.h"
+#include "core/fsutil.h"
+#include "core/plugin.h"
 #include "core/http.h"
 #include "core/log.h"
-
-static const char *const status_text[] = {
-	"success",
-	"invalid argument",
-	"out of memory",
-	"operation not supported",
-	"not found",
-	"already exists",
-	"input/output error",
-	"timed out",
-	"cancelled",
-	"connection refused",
-	"too big",
-	"protocol error",
-	"not possible in this state",
-	"not permitted",
-	"network error",
-	"HTTP error",
-};
-
-const char *sr__strerror(int status)
-{
-	if (status <= 0 && -status < (int)(sizeof(status_text) / sizeof(*status_text)))
-		return status_text[-status];
-	return "unknown error";
-}
-
-int sr__mkdirs(const char *path, unsigned mode)
-{
-	char buf[4096];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return SR_EINVAL;
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, mode) != 0 && errno != EEXIST)
-			return SR_EIO;
-		*p = '/';
-	}
-	if (mkdir(buf, mode) != 0 && errno != EEXIST)
-		return SR_EIO;
-	return SR_OK;
-}
 
 const char *sr__ctx_state_dir(sr__ctx *ctx)
 {
@@ -123,33 +77,10 @@ int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
 	return SR_OK;
 }
 
-int sr__plugin_start(sr__ctx *ctx, sr__plugin *p)
-{
-	if (p->started)
-		return p->started > 0 ? SR_OK : p->started;
-	p->host = sr__host_new(ctx, p);
-	if (!p->host)
-		return SR_ENOMEM;
-	p->started = p->desc->init(&p->host->pub, &p->self);
-	if (p->started == SR_OK)
-		p->started = 1;
-	else if (p->started > 0)
-		p->started = SR_EIO;
-	return p->started > 0 ? SR_OK : p->started;
-}
-
-void sr__plugin_stop(sr__plugin *p)
-{
-	if (p->started > 0 && p->desc->fini)
-		p->desc->fini(p->self);
-	p->started = 0;
-	p->self = NULL;
-	sr__host_free(p->host);
-	p->host = NULL;
-}
-
 void sr__ctx_cleanup(sr__ctx *ctx)
 {
+	for (size_t i = ctx->reg ? ctx->reg->n : 0; i-- > 0;)
+		sr__plugin_stop(ctx->reg->plugins[i]); /* the last started first */
 	sr__registry_free(ctx->reg);
 	if (ctx->http)
 		sr__http_free(ctx->http);

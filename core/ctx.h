@@ -30,9 +30,5 @@ int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path);
 void sr__ctx_cleanup(sr__ctx *ctx);
 /* The state directory, created with mode 0700; NULL after logging why. */
 const char *sr__ctx_state_dir(sr__ctx *ctx);
-/* mkdir -p with mode for each missing component. */
-int sr__mkdirs(const char *path, unsigned mode);
-
-const char *sr__strerror(int status);
 
 #endif

@@ -8,6 +8,7 @@
 #include "core/harness.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/status.h"
 
 #define OP(slot) SR__OP(p, sr_harness_ops, slot)
 

@@ -59,7 +59,6 @@ void sr__registry_free(sr__registry *r)
 		return;
 	for (size_t i = r->n; i-- > 0;) {
 		sr__plugin *p = r->plugins[i];
-		sr__plugin_stop(p);
 		lt_dlclose(p->handle);
 		free(p->path);
 		free(p);

@@ -34,7 +34,7 @@ typedef struct sr__registry {
 } sr__registry;
 
 sr__registry *sr__registry_new(void);
-/* Stops every started plugin, closes every module. */
+/* Closes every module (stop started plugins first: core/plugin.h). */
 void sr__registry_free(sr__registry *r);
 /* Load every module in each directory of a colon-separated list; a
  * missing directory is skipped. Rejections are recorded and logged. */
@@ -52,10 +52,6 @@ void sr__loader_quiet(int on);
 const char *sr__kind_name(int kind);
 int sr__kind_parse(const char *s);
 
-/* Create the plugin's host table and call its init (once). */
-int sr__plugin_start(struct sr__ctx *ctx, sr__plugin *p);
-/* Call the plugin's fini (when started) and free its host table. */
-void sr__plugin_stop(sr__plugin *p);
 
 /* An ops slot, or NULL when the table is too small to hold it or it is
  * NULL: then the caller reports sr__unsupported(). */

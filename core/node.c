@@ -15,6 +15,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/node.h"
 #include "core/proc.h"
 #include "core/semver.h"

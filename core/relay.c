@@ -30,9 +30,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fsutil.h"
 #include "core/http.h"
 #include "core/log.h"
 #include "core/relay.h"
+#include "core/status.h"
 #include "shim/mcp_common.h"
 #include "shim/relay_proto.h"
 

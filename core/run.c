@@ -21,16 +21,17 @@
 #include <unistd.h>
 
 #include "core/acp.h"
-#include "core/cli.h"
 #include "core/harness.h"
 #include "core/log.h"
 #include "core/mcp_http.h"
 #include "core/node.h"
 #include "core/plan.h"
+#include "core/plugin.h"
 #include "core/provider.h"
 #include "core/relay.h"
 #include "core/run.h"
 #include "core/session.h"
+#include "core/status.h"
 #include "core/tools.h"
 
 #define DEFAULT_ACP_TIMEOUT_MS 120000

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/ctx.h"
+#include "core/fsutil.h"
 #include "core/session.h"
 
 void sr__session_new_id(char *buf, size_t n)

@@ -5,6 +5,7 @@
 #include "harness.h"
 #include "core/complete.h"
 #include "core/host.h"
+#include "core/plugin.h"
 #include "core/provider.h"
 
 static char *dir;

@@ -2,7 +2,7 @@
 #include "harness.h"
 #include <sys/wait.h>
 
-#include "core/host.h"
+#include "core/kv.h"
 
 static char *dir;
 

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "core/plugin.h"
 #include "core/provider.h"
 
 static char *dir;
