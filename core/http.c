@@ -422,6 +422,12 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 		fail_now(done, ud, SR_EINVAL, "only http:// and https:// URLs are supported");
 		return NULL;
 	}
+	for (const char *p = req->url; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			fail_now(done, ud, SR_EINVAL,
+				 "the URL contains a space or a control character");
+			return NULL;
+		}
 	c = calloc(1, sizeof(*c));
 	if (!c || !(c->easy = curl_easy_init())) {
 		free(c);
@@ -468,6 +474,7 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 		if (!c->body_copy) {
 			curl_easy_cleanup(c->easy);
 			curl_slist_free_all(c->headers);
+			json_decref(c->resp_headers);
 			free(c);
 			fail_now(done, ud, SR_ENOMEM, "out of memory");
 			return NULL;
@@ -478,10 +485,18 @@ sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);
 	}
+	if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
+		curl_easy_cleanup(c->easy);
+		curl_slist_free_all(c->headers);
+		free(c->body_copy);
+		json_decref(c->resp_headers);
+		free(c);
+		fail_now(done, ud, SR_ENOMEM, "cannot start the HTTP request");
+		return NULL;
+	}
 	c->next = h->calls;
 	if (h->calls)
 		h->calls->prev = c;
 	h->calls = c;
-	curl_multi_add_handle(h->multi, c->easy);
 	return c;
 }

@@ -360,6 +360,7 @@ static void execute(call *c)
 	char *text;
 	sr_pair *headers;
 	sr_http_request req;
+	sr_http_call *http;
 
 	c->state = CALL_RUNNING;
 	if (t->kind == SR_TOOL_CLIENT) {
@@ -398,7 +399,11 @@ static void execute(call *c)
 	req.body_len = strlen(text);
 	req.timeout_ms = t->timeout_ms;
 	req.max_response = CALLBACK_BODY_MAX;
-	c->http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	/* A request that cannot start calls back before returning, and the
+	 * call is gone then: only a started one is remembered. */
+	http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	if (http)
+		c->http = http;
 	free(headers);
 	free(text);
 }
@@ -899,18 +904,16 @@ void sr__relay_free(sr__relay *r)
 	r->closing = 1;
 	while (r->calls) {
 		call *c = r->calls;
-		r->calls = c->next;
 		if (c->http) {
 			sr_http_call *h = c->http;
 			c->http = NULL;
-			c->next = NULL;
-			/* on_callback_done sees SR_ECANCELED and frees c; the
-			 * claim stays for a restarted relay to answer. */
-			c->r->calls = c;
+			/* on_callback_done sees SR_ECANCELED, unlinks c from
+			 * r->calls and frees it; the claim stays for a
+			 * restarted relay to answer. */
 			sr__http_cancel(h);
-			r->calls = r->calls == c ? NULL : r->calls;
 			continue;
 		}
+		r->calls = c->next;
 		call_free(c);
 	}
 	if (r->open_handles == 0) {

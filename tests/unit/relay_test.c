@@ -519,3 +519,47 @@ Test(relay, in_process_calls_take_the_same_path)
 	json_decref(inproc);
 	json_decref(args);
 }
+
+static int count_files(const char *d, const char *suffix)
+{
+	char cmd[4400];
+	FILE *p;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A %s | grep -c '%s$'", d, suffix);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_eq(fscanf(p, "%d", &n), 1);
+	pclose(p);
+	return n;
+}
+
+Test(relay, freeing_with_several_calls_in_flight_abandons_them_all)
+{
+	start_relay(SR_ASK_WAIT);
+	request("f1", "slow", "{\"ms\":600}");
+	request("f2", "slow", "{\"ms\":600}");
+	request("f3", "slow", "{\"ms\":600}");
+	run_for(150);
+	cr_assert_eq(sr__relay_in_flight(relay), 3);
+	sr__relay_free(relay);
+	relay = NULL;
+	/* Past the tools' 300 ms timeout: nothing may answer now. */
+	run_for(600);
+	cr_assert_eq(count_files(relay_dir, ".res"), 0, "a call answered after the free");
+	cr_assert_eq(count_files(journal, ".claim"), 3, "the claims must stay for a restart");
+}
+
+Test(relay, a_callback_that_fails_at_once_is_answered)
+{
+	json_t *res;
+
+	sr__tools_free(tools);
+	load_tools(",{\"name\":\"badurl\",\"permission\":\"allow\",\"callback\":{\"url\":\"http://127.0.0.1:1/a b\"}}");
+	start_relay(SR_ASK_WAIT);
+	request("n1", "badurl", "{}");
+	res = response("n1");
+	cr_assert(is_error(res));
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
+	json_decref(res);
+}
