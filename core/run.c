@@ -230,6 +230,21 @@ static void on_kill_timer(uv_timer_t *t)
 	sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
 }
 
+/* SIGKILL the agent after ms unless it left; without memory for a timer,
+ * at once. */
+static void start_kill_timer(sr__run *r, uint64_t ms)
+{
+	stop_kill_timer(r);
+	r->kill_timer = malloc(sizeof(*r->kill_timer));
+	if (!r->kill_timer) {
+		sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+		return;
+	}
+	uv_timer_init(r->ctx->loop, r->kill_timer);
+	r->kill_timer->data = r;
+	uv_timer_start(r->kill_timer, on_kill_timer, ms, 0);
+}
+
 static void teardown(sr__run *r)
 {
 	if (r->tearing_down)
@@ -240,11 +255,7 @@ static void teardown(sr__run *r)
 	if (r->agent_running) {
 		sr__provider_channel_close_input(r->provider, r->chan);
 		sr__provider_channel_signal(r->provider, r->chan, SIGTERM);
-		stop_kill_timer(r);
-		r->kill_timer = malloc(sizeof(*r->kill_timer));
-		uv_timer_init(r->ctx->loop, r->kill_timer);
-		r->kill_timer->data = r;
-		uv_timer_start(r->kill_timer, on_kill_timer, 3000, 0);
+		start_kill_timer(r, 3000);
 		return; /* on_agent_exit continues */
 	}
 	release_sandbox(r);
@@ -378,6 +389,11 @@ static void on_permission_request(sr__run *r, json_t *id, json_t *params)
 		return;
 	}
 	p = calloc(1, sizeof(*p));
+	if (!p) {
+		/* Nobody can be asked: the safe answer is no. */
+		answer_permission(r, id, options, 0);
+		return;
+	}
 	snprintf(p->id, sizeof(p->id), "perm-%d", ++r->next_perm);
 	p->acp_id = json_incref(id);
 	p->options = json_incref(options);
@@ -449,6 +465,23 @@ static int in_workspace(const sr__run *r, const char *path)
 	return 1;
 }
 
+void sr__run_select_lines(const void *data, size_t len, long long line,
+			  long long limit, size_t *off, size_t *n)
+{
+	const char *s = data ? data : "", *end = s + (data ? len : 0), *e;
+
+	for (long long i = 1; line > 1 && i < line && s < end; i++)
+		s = (e = memchr(s, '\n', (size_t)(end - s))) ? e + 1 : end;
+	e = end;
+	if (limit > 0)
+		for (e = s; limit-- > 0 && e < end;) {
+			const char *nl = memchr(e, '\n', (size_t)(end - e));
+			e = nl ? nl + 1 : end;
+		}
+	*off = (size_t)(s - (const char *)(data ? data : ""));
+	*n = (size_t)(e - s);
+}
+
 typedef struct fs_req {
 	sr__run *r;
 	json_t *id;
@@ -468,20 +501,13 @@ static void on_fs_done(void *ud, const sr_result *res)
 		} else if (f->write) {
 			sr__acp_respond(r->acp, f->id, json_null());
 		} else {
-			/* line (1-based) and limit select lines. */
-			json_int_t line = json_integer_value(json_object_get(f->params, "line"));
-			json_int_t limit = json_integer_value(json_object_get(f->params, "limit"));
-			const char *s = res->data ? res->data : "", *e;
-			for (json_int_t i = 1; line > 1 && i < line && s; i++)
-				s = (e = memchr(s, '\n', res->len - (size_t)(s - (const char *)res->data))) ?
-					e + 1 : NULL;
-			if (!s)
-				s = "";
-			e = s;
-			for (json_int_t i = 0; limit > 0 && i < limit && e; i++)
-				e = (e = strchr(e, '\n')) ? e + 1 : NULL;
-			sr__acp_respond(r->acp, f->id, json_pack("{s:s%}", "content", s,
-				(limit > 0 && e) ? (size_t)(e - s) : strlen(s)));
+			size_t off, n;
+			sr__run_select_lines(res->data, res->data ? res->len : 0,
+				json_integer_value(json_object_get(f->params, "line")),
+				json_integer_value(json_object_get(f->params, "limit")),
+				&off, &n);
+			sr__acp_respond(r->acp, f->id, json_pack("{s:s%}", "content",
+				res->data ? (const char *)res->data + off : "", n));
 		}
 	}
 	json_decref(f->id);
@@ -744,6 +770,12 @@ static void start_agent(sr__run *r)
 	json_t *v;
 	int rc;
 
+	if (!argv || !env) {
+		free(argv);
+		free(env);
+		fail(r, "agent_not_started", "cannot start the agent: out of memory");
+		return;
+	}
 	json_array_foreach(cmd, i, v)
 		argv[i] = json_string_value(v);
 	json_array_foreach(r->env, i, v) {
@@ -752,8 +784,11 @@ static void start_agent(sr__run *r)
 	}
 	r->acp = sr__acp_new(r->ctx->loop, &h, r);
 	r->chan = sr__next_req();
-	rc = argv[0] ? sr__provider_exec(r->provider, r->chan, r->sandbox_id, &spec, &cbs, r) :
-		       SR_EINVAL;
+	if (!r->acp)
+		rc = SR_ENOMEM;
+	else
+		rc = argv[0] ? sr__provider_exec(r->provider, r->chan, r->sandbox_id, &spec,
+						 &cbs, r) : SR_EINVAL;
 	free(argv);
 	free(env);
 	if (rc != SR_OK) {
@@ -837,21 +872,34 @@ static void write_next_file(sr__run *r)
 				      on_file_written, r);
 }
 
-/* Expand the harness's files into mkdir steps for their parents (below
- * the sandbox's home or workspace) followed by the file. */
-static json_t *expand_files(sr__run *r, json_t *files)
+/* The length of base when path lies strictly below it, else 0. */
+static size_t below(const char *path, const char *base)
+{
+	size_t n = base ? strlen(base) : 0;
+
+	while (n > 1 && base[n - 1] == '/')
+		n--;
+	return n && strncmp(path, base, n) == 0 && path[n] == '/' ? n : 0;
+}
+
+json_t *sr__run_expand_files(const char *home, const char *workspace,
+			     json_t *files)
 {
 	json_t *out = json_array(), *f;
 	size_t i;
 
 	json_array_foreach(files, i, f) {
 		const char *path = json_string_value(json_object_get(f, "path"));
-		const char *base = r->home && path && strncmp(path, r->home, strlen(r->home)) == 0 ?
-					   r->home : r->workspace;
+		size_t n;
 		char buf[4096];
 		if (!path || path[0] != '/')
 			continue;
-		for (const char *p = path + strlen(base) + 1; (p = strchr(p, '/')); p++) {
+		/* Parents are made only below the home or the workspace; a
+		 * file elsewhere is put as it is. */
+		n = below(path, home);
+		if (!n)
+			n = below(path, workspace);
+		for (const char *p = n ? path + n + 1 : NULL; p && (p = strchr(p, '/')); p++) {
 			snprintf(buf, sizeof(buf), "%.*s", (int)(p - path), path);
 			json_array_append_new(out, json_pack("{s:s, s:b}", "path", buf, "dir", 1));
 		}
@@ -976,7 +1024,7 @@ static void prepare(sr__run *r)
 	json_array_foreach(json_object_get(res, "env"), i, v)
 		json_array_append(r->env, v);
 	add_credentials(r);
-	r->files = expand_files(r, json_object_get(res, "files"));
+	r->files = sr__run_expand_files(r->home, r->workspace, json_object_get(res, "files"));
 	json_decref(res);
 	r->file_index = 0;
 	write_next_file(r);
@@ -1114,6 +1162,10 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 
 	*out = NULL;
 	*exit_code = SR_RUN_EXIT_FAILED;
+	if (!r) {
+		fprintf(stderr, "sandrun: out of memory\n");
+		return SR_ENOMEM;
+	}
 	r->ctx = ctx;
 	r->o = *o;
 	if (!r->o.acp_timeout_ms)
@@ -1241,10 +1293,7 @@ void sr__run_cancel(sr__run *r)
 		sr__relay_set_ask_policy(r->relay, SR_ASK_DENY);
 	/* The prompt's answer (stopReason cancelled) ends the turn; an agent
 	 * that does not answer is stopped by the teardown after 3 s. */
-	r->kill_timer = malloc(sizeof(*r->kill_timer));
-	uv_timer_init(r->ctx->loop, r->kill_timer);
-	r->kill_timer->data = r;
-	uv_timer_start(r->kill_timer, on_kill_timer, 5000, 0);
+	start_kill_timer(r, 5000);
 }
 
 int sr__run_done(const sr__run *r)

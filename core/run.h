@@ -51,4 +51,17 @@ int sr__run_done(const sr__run *r);
 /* The exit code, once done; frees the run. */
 int sr__run_finish(sr__run *r);
 
+/* The harness's files (an array of {path, content, mode}) preceded by
+ * mkdir steps for their parents below home or workspace (either may be
+ * NULL); a file outside both is kept without parents. Borrows files;
+ * returns a new reference. Exposed for tests. */
+json_t *sr__run_expand_files(const char *home, const char *workspace,
+			     json_t *files);
+
+/* The lines [line, line + limit) of len bytes at data (line 1-based,
+ * limit <= 0 for all): their offset and length. data need not end in a
+ * NUL. Exposed for tests. */
+void sr__run_select_lines(const void *data, size_t len, long long line,
+			  long long limit, size_t *off, size_t *n);
+
 #endif
