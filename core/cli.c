@@ -23,10 +23,25 @@ void sr__wait_done(void *ud, const sr_result *r)
 	}
 }
 
+void sr__wait_started(sr__wait *w, int rc)
+{
+	if (rc != SR_OK && !w->done) {
+		w->done = 1;
+		w->status = rc;
+	}
+}
+
 void sr__wait_run(sr__ctx *ctx, sr__wait *w)
 {
 	while (!w->done && uv_run(ctx->loop, UV_RUN_ONCE))
 		;
+	/* Nothing left to run and no answer: never a success. */
+	if (!w->done) {
+		w->done = 1;
+		w->status = SR_ESTATE;
+		free(w->message);
+		w->message = strdup("the operation ended without a result");
+	}
 }
 
 void sr__wait_clear(sr__wait *w)

@@ -26,6 +26,10 @@ typedef struct sr__wait {
 /* A sr_done_fn that copies the result into the sr__wait at ud. */
 void sr__wait_done(void *ud, const sr_result *r);
 /* Run the loop until w->done. */
+/* An operation that returns an error never calls back: record rc (the
+ * operation's return value) as its result unless it called back. */
+void sr__wait_started(sr__wait *w, int rc);
+/* Run the loop until w is done; a loop that runs dry first is a failure. */
 void sr__wait_run(sr__ctx *ctx, sr__wait *w);
 void sr__wait_clear(sr__wait *w);
 

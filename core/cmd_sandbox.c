@@ -145,15 +145,21 @@ static int create(sr__ctx *ctx, sr__plugin *p, opts *o, char **id_out)
 	json_t *j;
 	int rc;
 
-	sr__provider_create(p, sr__next_req(), &spec, sr__wait_done, &w);
+	sr__wait_started(&w, sr__provider_create(p, sr__next_req(), &spec,
+						 sr__wait_done, &w));
 	sr__wait_run(ctx, &w);
 	rc = report(&w, "create");
 	if (rc == SR_EXIT_OK) {
+		const char *id;
 		j = json_loads(w.json ? w.json : "", 0, NULL);
-		*id_out = strdup(json_string_value(json_object_get(j, "id")) ?
-				 json_string_value(json_object_get(j, "id")) : "");
-		if (o->json)
+		id = json_string_value(json_object_get(j, "id"));
+		if (!id || !*id || !(*id_out = strdup(id))) {
+			fprintf(stderr, "sandrun: create: provider '%s' answered without a sandbox id\n",
+				p->desc->name);
+			rc = SR_EXIT_FAIL;
+		} else if (o->json) {
 			printf("%s\n", w.json);
+		}
 		json_decref(j);
 	}
 	sr__wait_clear(&w);
@@ -352,13 +358,14 @@ int sr__cmd_sandbox(int argc, char **argv, const char *config_path)
 		sr_network_policy np = { o.network, NULL, 0 };
 		uint64_t req = sr__next_req();
 		if (strcmp(sub, "park") == 0)
-			sr__provider_park(p, req, id, o.stopped ? SR_PARK_STOPPED :
+			rc = sr__provider_park(p, req, id, o.stopped ? SR_PARK_STOPPED :
 				SR_PARK_RUNNING, sr__wait_done, &w);
 		else if (strcmp(sub, "reconnect") == 0)
-			sr__provider_reconnect(p, req, id, o.network < 0 ? NULL : &np,
-					       sr__wait_done, &w);
+			rc = sr__provider_reconnect(p, req, id, o.network < 0 ? NULL : &np,
+						    sr__wait_done, &w);
 		else
-			sr__provider_destroy(p, req, id, sr__wait_done, &w);
+			rc = sr__provider_destroy(p, req, id, sr__wait_done, &w);
+		sr__wait_started(&w, rc);
 		sr__wait_run(&ctx, &w);
 		rc = report(&w, sub);
 		if (rc == SR_EXIT_OK && w.json)
@@ -405,7 +412,8 @@ int sr__cmd_exec(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "sandrun: kept sandbox %s\n", id);
 		goto out;
 	}
-	sr__provider_destroy(p, sr__next_req(), id, sr__wait_done, &w);
+	sr__wait_started(&w, sr__provider_destroy(p, sr__next_req(), id,
+						  sr__wait_done, &w));
 	sr__wait_run(&ctx, &w);
 	if (report(&w, "destroy") != SR_EXIT_OK && rc == SR_EXIT_OK)
 		rc = SR_EXIT_FAIL;
