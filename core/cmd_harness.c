@@ -77,6 +77,10 @@ int sr__cmd_install_harness(int argc, char **argv, const char *config_path)
 		goto out;
 	}
 	args = calloc(json_array_size(pkgs) + 10, sizeof(*args));
+	if (!args) {
+		rc = SR_EXIT_FAIL;
+		goto out;
+	}
 	args[n++] = "npm";
 	args[n++] = "install";
 	args[n++] = "--prefix";

@@ -311,6 +311,10 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	o.event = on_event;
 	o.ud = &u;
 	u.ctx = calloc(1, sizeof(*u.ctx));
+	if (!u.ctx) {
+		exit_code = SR_EXIT_FAIL;
+		goto out;
+	}
 	rc = sr__cli_setup(u.ctx, config_path);
 	if (rc != SR_EXIT_OK) {
 		exit_code = rc;
@@ -340,7 +344,8 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	uv_close((uv_handle_t *)&u.sigterm, NULL);
 	uv_run(u.ctx->loop, UV_RUN_NOWAIT);
 out:
-	sr__ctx_cleanup(u.ctx);
+	if (u.ctx)
+		sr__ctx_cleanup(u.ctx);
 	free(u.ctx);
 	free(shim);
 	json_decref(u.timings);

@@ -269,6 +269,8 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	s = calloc(1, sizeof(*s));
+	if (!s)
+		return SR_EXIT_FAIL;
 	s->guard.default_mode = SR_PERM_ALLOW_READS;
 	optind = 0;
 	argc--;

@@ -84,6 +84,8 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 	if (headers && !json_is_object(headers))
 		FAIL("%s: 'callback.headers' must be an object of strings", where);
 	t->headers = calloc(json_object_size(headers) + 1, sizeof(*t->headers));
+	if (!t->url || !t->headers)
+		FAIL("%s: out of memory", where);
 	json_object_foreach(headers, k, v) {
 		if (!json_is_string(v) || strpbrk(k, "\r\n:") ||
 		    strpbrk(json_string_value(v), "\r\n"))
@@ -170,7 +172,10 @@ int sr__tools_parse(json_t *array, const char *origin, sr__toolset **out,
 	if (!json_is_array(array))
 		FAIL("%s: expected a JSON array of tool specs", origin);
 	set = calloc(1, sizeof(*set));
-	set->tools = calloc(json_array_size(array) + 1, sizeof(*set->tools));
+	if (!set || !(set->tools = calloc(json_array_size(array) + 1, sizeof(*set->tools)))) {
+		free(set);
+		FAIL("%s: out of memory", origin);
+	}
 	json_array_foreach(array, i, spec) {
 		sr__tool *t = &set->tools[set->n++];
 		if (parse_tool(spec, i, origin, t, err, errlen) != SR_OK) {
