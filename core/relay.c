@@ -79,9 +79,10 @@ struct call {
 
 /* ------------------------------------------------------------ events */
 
+/* Takes ev; NULL (it could not be built) is dropped. */
 static void emit(sr__relay *r, json_t *ev)
 {
-	if (r->event)
+	if (ev && r->event)
 		r->event(r->ud, ev);
 	json_decref(ev);
 }
@@ -89,8 +90,9 @@ static void emit(sr__relay *r, json_t *ev)
 static void reject_file(sr__relay *r, const char *name, const char *why)
 {
 	sr__log(SR_LOG_WARN, "relay", "%s/%s: %s", r->dir, name, why);
-	emit(r, json_pack("{s:s, s:s, s:s}", "type", "relay.rejected", "file",
-			  name, "reason", why));
+	/* A planted name need not be UTF-8. */
+	emit(r, json_pack("{s:s, s:o, s:s}", "type", "relay.rejected", "file",
+			  sr_json_text(name), "reason", why));
 }
 
 /* ------------------------------------------------------------- files */
@@ -174,16 +176,17 @@ static json_t *response_ok(const char *id, json_t *result)
 			 "status", "ok", "result", result);
 }
 
+/* message is made valid UTF-8 (it may quote a name from the request). */
 static json_t *response_error(const char *id, const char *message)
 {
-	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
-			 "status", "error", "error", message);
+	return json_pack("{s:i, s:s, s:s, s:o}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "error", "error", sr_json_text(message));
 }
 
 static json_t *response_paused(const char *id, const char *message)
 {
-	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
-			 "status", "paused", "message", message);
+	return json_pack("{s:i, s:s, s:s, s:o}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "paused", "message", sr_json_text(message));
 }
 
 static void unlink_call(call *c)
@@ -212,14 +215,19 @@ static void call_free(call *c)
 }
 
 /* Deliver the one response of a call, then forget the call. Takes
- * response. */
+ * response; NULL (it could not be built) becomes an error response, so
+ * the call is still answered. */
 static void finish(call *c, json_t *response)
 {
 	sr__relay *r = c->r;
-	const char *status = json_string_value(json_object_get(response, "status"));
-	json_t *result = json_object_get(response, "result");
+	const char *status;
+	json_t *result;
 	json_t *ev;
 
+	if (!response)
+		response = response_error(c->id, "the runner could not build the response");
+	status = json_string_value(json_object_get(response, "status"));
+	result = json_object_get(response, "result");
 	if (c->done)
 		c->done(c->done_ud, response);
 	else
@@ -302,8 +310,13 @@ json_t *sr__relay_callback_result(int http_status, const char *body,
 			json_object_set(result, "structuredContent",
 					json_object_get(parsed, "structuredContent"));
 	} else {
-		result = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text",
-				   "text", body ? body : "", body ? len : 0, "isError", 0);
+		/* Any bytes at all: invalid UTF-8 becomes U+FFFD. */
+		result = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text",
+				   "text", sr_json_textn(body, body ? len : 0), "isError", 0);
+	}
+	if (!result) {
+		json_decref(parsed);
+		return sr_mcp_text_result("the runner could not read the tool's answer", 1);
 	}
 	json_decref(parsed);
 	cap_text(result);

@@ -34,8 +34,10 @@ static void load_tools(const char *extra)
 		 "{\"name\":\"refused\",\"permission\":\"allow\",\"callback\":{\"url\":\"http://127.0.0.1:1/\"}},"
 		 "{\"name\":\"blocked\",\"permission\":\"deny\",\"callback\":{\"url\":\"%s\"}},"
 		 "{\"name\":\"careful\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"badutf8\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"err500u\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
 		 "{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"}%s]",
-		 url, url, url, url, url, url, url, extra);
+		 url, url, url, url, url, url, url, url, url, extra);
 	arr = json_loads(text, 0, NULL);
 	cr_assert_eq(sr__tools_parse(arr, "test", &tools, err, sizeof(err)), SR_OK, "%s", err);
 	json_decref(arr);
@@ -561,5 +563,38 @@ Test(relay, a_callback_that_fails_at_once_is_answered)
 	res = response("n1");
 	cr_assert(is_error(res));
 	cr_assert_eq(sr__relay_in_flight(relay), 0);
+	json_decref(res);
+}
+
+Test(relay, answers_that_are_not_utf8_are_still_answered)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("u8a", "badutf8", "{}");
+	res = response("u8a");
+	cr_assert_str_eq(status(res), "ok");
+	cr_assert_str_eq(first_text(res), "ok \xef\xbf\xbd\xef\xbf\xbd end");
+	json_decref(res);
+	request("u8b", "err500u", "{}");
+	res = response("u8b");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "HTTP 500: xxx"), "%s", first_text(res));
+	json_decref(res);
+}
+
+Test(relay, a_long_non_ascii_tool_name_is_answered)
+{
+	char name[400] = "a", id[] = "u8c";
+	json_t *res;
+
+	/* 'a' and 150 two-byte characters: a 100-byte quote cuts one. */
+	for (int i = 0; i < 150; i++)
+		strcat(name, "\xc3\xa9");
+	start_relay(SR_ASK_WAIT);
+	request(id, name, "{}");
+	res = response(id);
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "unknown tool"));
 	json_decref(res);
 }
