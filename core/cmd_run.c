@@ -60,17 +60,19 @@ typedef struct ui {
 
 /* ---------------------------------------------------------- rendering */
 
+/* Secrets are redacted in the string values, never in the serialized
+ * text (which a short secret would corrupt). */
 static void print_json(json_t *ev)
 {
-	char *text = json_dumps(ev, JSON_COMPACT);
-	char *clean = text ? sr__redact(text) : NULL;
+	json_t *clean = sr__redact_json(ev);
+	char *text = clean ? json_dumps(clean, JSON_COMPACT) : NULL;
 
-	if (clean) {
-		fputs(clean, stdout);
+	json_decref(clean);
+	if (text) {
+		fputs(text, stdout);
 		fputc('\n', stdout);
 		fflush(stdout);
 	}
-	free(clean);
 	free(text);
 }
 

@@ -59,17 +59,18 @@ typedef struct serve {
 
 static void print_event(void *ud, json_t *ev)
 {
-	char *text = json_dumps(ev, JSON_COMPACT);
-	char *clean;
+	/* Secrets (callback credentials) never reach the output; they are
+	 * redacted in the string values, never in the serialized text. */
+	json_t *clean = sr__redact_json(ev);
+	char *text = clean ? json_dumps(clean, JSON_COMPACT) : NULL;
 
 	(void)ud;
+	json_decref(clean);
 	if (!text)
 		return;
-	clean = sr__redact(text); /* callback headers never reach the output */
-	fputs(clean ? clean : text, stdout);
+	fputs(text, stdout);
 	fputc('\n', stdout);
 	fflush(stdout);
-	free(clean);
 	free(text);
 }
 
