@@ -245,6 +245,26 @@ static int map_curl_error(sr_http_call *c, CURLcode rc)
 	}
 }
 
+/* url for a message: without userinfo, query or fragment, which may be
+ * credentials. */
+static void url_for_message(const char *url, char *out, size_t n)
+{
+	const char *host = url ? strstr(url, "://") : NULL;
+	const char *end, *at;
+	size_t len;
+
+	if (!host) {
+		snprintf(out, n, "%s", "(no URL)");
+		return;
+	}
+	host += 3;
+	end = host + strcspn(host, "/?#");
+	for (at = end; at > host && at[-1] != '@'; at--)
+		;
+	len = (size_t)(host - url);
+	snprintf(out, n, "%.*s%.*s", (int)len, url, (int)strcspn(at, "?#"), at);
+}
+
 static void check_done(sr__http *h)
 {
 	CURLMsg *m;
@@ -252,7 +272,7 @@ static void check_done(sr__http *h)
 
 	while ((m = curl_multi_info_read(h->multi, &left))) {
 		sr_http_call *c;
-		char msg[CURL_ERROR_SIZE + 160];
+		char msg[CURL_ERROR_SIZE + 160], shown[160];
 		const char *url = NULL;
 		if (m->msg != CURLMSG_DONE)
 			continue;
@@ -262,14 +282,14 @@ static void check_done(sr__http *h)
 			continue;
 		}
 		curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &url);
+		url_for_message(url, shown, sizeof(shown));
 		if (m->data.result == CURLE_FILESIZE_EXCEEDED)
 			c->too_big = 1; /* announced by Content-Length */
 		if (c->too_big)
 			snprintf(msg, sizeof(msg),
-				 "%s: response body over %zu bytes", url ? url : "",
-				 c->max);
+				 "%s: response body over %zu bytes", shown, c->max);
 		else
-			snprintf(msg, sizeof(msg), "%s: %s", url ? url : "",
+			snprintf(msg, sizeof(msg), "%s: %s", shown,
 				 c->errbuf[0] ? c->errbuf :
 					       curl_easy_strerror(m->data.result));
 		finish(c, map_curl_error(c, m->data.result), msg);

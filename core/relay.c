@@ -338,22 +338,29 @@ static void on_callback_done(void *ud, const sr_result *res)
 		return;
 	}
 	if (res->status != SR_OK) {
+		/* The model and the sandbox see the tool and the failure, never
+		 * the callback's URL (its userinfo and query may be
+		 * credentials); the runner's log has the transport's detail. */
+		sr__log(SR_LOG_WARN, "relay", "tool '%s': callback failed: %s", c->tool->name,
+			res->message ? res->message : sr__strerror(res->status));
 		switch (res->status) {
 		case SR_ETIMEDOUT:
-			snprintf(text, sizeof(text), "the tool's callback did not answer within %llu ms",
-				 (unsigned long long)c->tool->timeout_ms);
+			snprintf(text, sizeof(text),
+				 "tool '%s': the tool's callback did not answer within %llu ms",
+				 c->tool->name, (unsigned long long)c->tool->timeout_ms);
 			break;
 		case SR_ETOOBIG:
 			snprintf(text, sizeof(text),
-				 "the tool's callback answered more than %u bytes; nothing of it was kept",
-				 CALLBACK_BODY_MAX);
+				 "tool '%s': the tool's callback answered more than %u bytes; nothing of it was kept",
+				 c->tool->name, CALLBACK_BODY_MAX);
 			break;
 		case SR_ECONNREFUSED:
-			snprintf(text, sizeof(text), "the tool's callback refused the connection");
+			snprintf(text, sizeof(text), "tool '%s': the tool's callback refused the connection",
+				 c->tool->name);
 			break;
 		default:
-			snprintf(text, sizeof(text), "the tool's callback failed: %s",
-				 res->message ? res->message : sr__strerror(res->status));
+			snprintf(text, sizeof(text), "tool '%s': the tool's callback failed (%s)",
+				 c->tool->name, sr__strerror(res->status));
 		}
 		finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
 		return;

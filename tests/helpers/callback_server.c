@@ -8,6 +8,7 @@
  *   long     150,000 bytes of plain text
  *   plain    the plain-text body "plain answer"
  *   err500   HTTP 500 "boom"
+ *   hangup   closes the connection without an answer
  *   badutf8  the plain-text body "ok \xff\xfe end" (not UTF-8)
  *   err500u  HTTP 500: 499 'x' then "\xc3\xa9" (the 500th byte is cut
  *            inside a character by a 500-byte quote)
@@ -84,6 +85,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	if (strcmp(tool, "slow") == 0) {
 		json_int_t ms = json_integer_value(json_object_get(args, "ms"));
 		usleep((useconds_t)(ms > 0 ? ms : 2000) * 1000);
+	}
+	if (strcmp(tool, "hangup") == 0) {
+		json_decref(call);
+		return MHD_NO;
 	}
 	if (strcmp(tool, "echo") == 0) {
 		json_t *r = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",

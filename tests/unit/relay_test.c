@@ -598,3 +598,30 @@ Test(relay, a_long_non_ascii_tool_name_is_answered)
 	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "unknown tool"));
 	json_decref(res);
 }
+
+Test(relay, a_failing_callback_is_named_by_its_tool_not_its_url)
+{
+	char extra[600];
+	const char *port = strrchr(url, ':') + 1;
+	json_t *res;
+
+	/* The callback server closes the connection: "Empty reply". */
+	snprintf(extra, sizeof(extra),
+		 ",{\"name\":\"hangup\",\"permission\":\"allow\",\"callback\":"
+		 "{\"url\":\"http://user:pa55word@127.0.0.1:%.*s/x?key=s3cr3tq\"}}",
+		 (int)strcspn(port, "/"), port);
+	sr__tools_free(tools);
+	load_tools(extra);
+	start_relay(SR_ASK_WAIT);
+	request("h1", "hangup", "{}");
+	res = response("h1");
+	cr_assert(is_error(res));
+	cr_assert_eq(t_count_lines(calls_log), 1, "the callback was not reached");
+	cr_assert(strstr(first_text(res), "tool 'hangup'"), "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "pa55word") == NULL, "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "s3cr3tq") == NULL, "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "127.0.0.1") == NULL, "%s", first_text(res));
+	cr_assert(strstr(t_log_text(), "pa55word") == NULL, "log: %s", t_log_text());
+	cr_assert(strstr(t_log_text(), "s3cr3tq") == NULL, "log: %s", t_log_text());
+	json_decref(res);
+}
