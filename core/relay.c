@@ -6,8 +6,10 @@
  * Order of a call (doc/relay-protocol.md):
  *   1. create JOURNAL/<id>.claim (O_EXCL; runner-side, the sandbox cannot
  *      touch it);
- *   2. read and remove DIR/<id>.req (never following a symlink, never
- *      reading anything but a regular file of at most 1 MiB);
+ *   2. take DIR/<id>.req by renaming it to a hidden name (the one
+ *      decision against the shim's withdrawal, which unlinks it), then read
+ *      and remove it (never following a symlink, never reading anything
+ *      but a regular file of at most 1 MiB);
  *   3. validate, guard, execute;
  *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
  *      sandbox may have planted; the runner never reads response files);
@@ -552,8 +554,8 @@ static char *read_request(sr__relay *r, const char *name, char *why,
 	return buf;
 }
 
-/* Remove whatever sits under a request's name (file, link, FIFO, or an
- * empty directory). */
+/* Remove whatever sits at DIR/name (file, link, FIFO, or an empty
+ * directory). A non-empty directory stays, under its hidden name. */
 static void remove_entry(sr__relay *r, const char *name)
 {
 	char path[4096];
@@ -561,6 +563,26 @@ static void remove_entry(sr__relay *r, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
 	if (unlink(path) != 0 && errno == EISDIR)
 		rmdir(path);
+}
+
+/* Take DIR/name away from the shim: rename it, whatever it is, to a
+ * hidden name of the runner's (written into taken). This is the one place
+ * where a request is decided: the shim withdraws a request by unlinking
+ * <id>.req, and of that unlink and this rename exactly one succeeds. A
+ * taken name is never seen by a scan again, so it is answered once even
+ * when it cannot be removed (a non-empty directory). Returns 0, or the
+ * errno of the rename (ENOENT: withdrawn, or already gone). */
+static int take_entry(sr__relay *r, const char *name, char *taken, size_t n)
+{
+	char from[4096], to[4096];
+	unsigned char rnd[8] = { 0 };
+
+	(void)!getrandom(rnd, sizeof(rnd), 0);
+	snprintf(taken, n, ".taken.tmp.%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	snprintf(from, sizeof(from), "%s/%s", r->dir, name);
+	snprintf(to, sizeof(to), "%s/%s", r->dir, taken);
+	return rename(from, to) == 0 ? 0 : errno;
 }
 
 /* "<anything>.req", not hidden: a request, valid or to be rejected. */
@@ -575,7 +597,7 @@ static int is_request_name(const char *name)
 static void take_request(sr__relay *r, const char *name)
 {
 	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
-	char why[300], *text;
+	char why[300], taken[64], *text;
 	json_t *req;
 	const char *tool, *rid, *bad = NULL;
 	json_t *args;
@@ -586,9 +608,11 @@ static void take_request(sr__relay *r, const char *name)
 		return;
 	if (id_len == 0) {
 		/* Never rewritten into a valid id: with no valid id there is
-		 * no name to answer under, so the file goes, with an event. */
-		remove_entry(r, name);
-		reject_file(r, name, "invalid request id (ids are 1 to 128 of [A-Za-z0-9_-])");
+		 * no name to answer under, so the entry goes, with an event. */
+		if (take_entry(r, name, taken, sizeof(taken)) == 0) {
+			remove_entry(r, taken);
+			reject_file(r, name, "invalid request id (ids are 1 to 128 of [A-Za-z0-9_-])");
+		}
 		return;
 	}
 	c = call_new(r, name, id_len);
@@ -601,15 +625,32 @@ static void take_request(sr__relay *r, const char *name)
 		unlink_call(c);
 		call_free(c);
 		if (rc == SR_EEXIST) {
-			remove_entry(r, name);
-			reject_file(r, name, "duplicate request id: a call with this id is in flight");
+			if (take_entry(r, name, taken, sizeof(taken)) == 0) {
+				remove_entry(r, taken);
+				reject_file(r, name, "duplicate request id: a call with this id is in flight");
+			}
 		} else {
 			reject_file(r, name, "cannot record the claim in the runner's journal");
 		}
 		return;
 	}
-	text = read_request(r, name, why, sizeof(why));
-	remove_entry(r, name);
+	rc = take_entry(r, name, taken, sizeof(taken));
+	if (rc == ENOENT) {
+		/* The shim withdrew it (or it was answered already): it will
+		 * never run, and nobody waits for an answer. */
+		sr__log(SR_LOG_DEBUG, "relay", "%s/%s: withdrawn before it was taken", r->dir, name);
+		unclaim(r, c->id);
+		unlink_call(c);
+		call_free(c);
+		return;
+	}
+	if (rc != 0) {
+		snprintf(why, sizeof(why), "cannot take the request: %s", strerror(rc));
+		text = NULL;
+	} else {
+		text = read_request(r, taken, why, sizeof(why));
+		remove_entry(r, taken);
+	}
 	if (!text) {
 		reject_file(r, name, why);
 		finish_error(c, why);

@@ -625,3 +625,70 @@ Test(relay, a_failing_callback_is_named_by_its_tool_not_its_url)
 	cr_assert(strstr(t_log_text(), "s3cr3tq") == NULL, "log: %s", t_log_text());
 	json_decref(res);
 }
+
+static int count_events(const char *type)
+{
+	size_t i;
+	json_t *e;
+	int n = 0;
+
+	json_array_foreach(events, i, e)
+		n += strcmp(json_string_value(json_object_get(e, "type")), type) == 0;
+	return n;
+}
+
+Test(relay, a_request_withdrawn_before_it_is_taken_is_neither_run_nor_answered)
+{
+	char path[4400];
+
+	start_relay(SR_ASK_WAIT);
+	/* The watch saw w1.req appear, but the shim withdrew it (unlink)
+	 * before the runner took it. */
+	request("w1", "echo", "{\"text\":\"late\"}");
+	snprintf(path, sizeof(path), "%s/w1.req", relay_dir);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(sr__relay_take(relay, "w1.req"), SR_OK);
+	run_for(300);
+	cr_assert_not(exists("w1.res"), "a withdrawn request was answered");
+	cr_assert_eq(t_count_lines(calls_log), 0);
+	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
+}
+
+Test(relay, a_taken_request_can_no_longer_be_withdrawn)
+{
+	char path[4400];
+
+	start_relay(SR_ASK_WAIT);
+	request("w2", "slow", "{\"ms\":100}");
+	run_for(50);
+	cr_assert_eq(sr__relay_in_flight(relay), 1);
+	/* What the shim does at its timeout: this unlink must fail, so it
+	 * reports "no answer in time", not "withdrawn". */
+	snprintf(path, sizeof(path), "%s/w2.req", relay_dir);
+	cr_assert_neq(unlink(path), 0);
+	json_decref(response("w2"));
+}
+
+Test(relay, a_non_empty_directory_is_answered_once)
+{
+	char sub[4400];
+	json_t *res;
+
+	snprintf(sub, sizeof(sub), "%s/d1.req", relay_dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	t_write(sub, "inside", "x");
+	snprintf(sub, sizeof(sub), "%s/bad id.req", relay_dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	t_write(sub, "inside", "x");
+	start_relay(SR_ASK_WAIT);
+	res = response("d1");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "not a regular file"));
+	json_decref(res);
+	/* Several safety scans (every 200 ms here) later: */
+	run_for(700);
+	cr_assert_not(exists("d1.res"), "answered again");
+	cr_assert_not(exists("d1.req"));
+	cr_assert_eq(count_events("tool.result"), 1);
+	cr_assert_eq(count_events("relay.rejected"), 2, "d1 once, 'bad id' once");
+}
