@@ -42,6 +42,9 @@
 #define CALLBACK_BODY_MAX (4u << 20)
 #define DEFAULT_ASK_TIMEOUT_MS (10ULL * 60 * 1000)
 #define DEFAULT_POLL_MS 2000
+#define DEFAULT_PUBLISH_ATTEMPTS 10
+#define PUBLISH_BACKOFF_MS 50      /* doubled after each failure... */
+#define PUBLISH_BACKOFF_MAX_MS 2000 /* ...up to this */
 
 typedef struct call call;
 
@@ -52,6 +55,7 @@ struct sr__relay {
 	const sr__guard *guard;
 	int ask_policy;
 	uint64_t ask_timeout_ms, poll_ms;
+	unsigned publish_attempts;
 	void (*event)(void *ud, json_t *event);
 	void *ud;
 	uv_fs_event_t watch;
@@ -62,7 +66,7 @@ struct sr__relay {
 	call *calls;
 };
 
-enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING };
+enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING, CALL_PUBLISHING };
 
 struct call {
 	sr__relay *r;
@@ -74,6 +78,9 @@ struct call {
 	uint64_t started;
 	sr_http_call *http;
 	uv_timer_t *ask_timer;
+	uv_timer_t *retry_timer; /* publishing again after a failure */
+	json_t *response;        /* being published */
+	unsigned attempts;
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
 	void *done_ud;
 	call *next;
@@ -126,8 +133,9 @@ static void unclaim(sr__relay *r, const char *id)
 	unlink(path);
 }
 
-/* Write DIR/<id>.res by temporary and rename. */
-static int publish(sr__relay *r, const char *id, json_t *response)
+/* Write DIR/<id>.res by temporary and rename. On failure the errno is in
+ * *why (ENOMEM when the response cannot be serialized). */
+static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 {
 	char tmp[4096], final[4096];
 	unsigned char rnd[6] = { 0 };
@@ -135,8 +143,11 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 	size_t len, off = 0;
 	int fd, rc = SR_OK;
 
-	if (!text)
+	*why = 0;
+	if (!text) {
+		*why = ENOMEM;
 		return SR_ENOMEM;
+	}
 	len = strlen(text);
 	(void)!getrandom(rnd, sizeof(rnd), 0);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
@@ -144,8 +155,9 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
+		*why = errno;
 		free(text);
-		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(errno));
+		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(*why));
 		return SR_EIO;
 	}
 	while (off < len) {
@@ -153,19 +165,24 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
+			*why = errno;
 			rc = SR_EIO;
 			break;
 		}
 		off += (size_t)w;
 	}
-	close(fd);
-	free(text);
-	if (rc == SR_OK && rename(tmp, final) != 0)
+	if (close(fd) != 0 && rc == SR_OK) {
+		*why = errno;
 		rc = SR_EIO;
+	}
+	free(text);
+	if (rc == SR_OK && rename(tmp, final) != 0) {
+		*why = errno;
+		rc = SR_EIO;
+	}
 	if (rc != SR_OK) {
 		unlink(tmp);
-		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final,
-			strerror(errno));
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
 	}
 	return rc;
 }
@@ -211,9 +228,86 @@ static void call_free(call *c)
 		uv_timer_stop(c->ask_timer);
 		uv_close((uv_handle_t *)c->ask_timer, on_ask_timer_closed);
 	}
+	if (c->retry_timer) {
+		uv_timer_stop(c->retry_timer);
+		uv_close((uv_handle_t *)c->retry_timer, on_ask_timer_closed);
+	}
+	json_decref(c->response);
 	json_decref(c->args);
 	free(c->tool_name);
 	free(c);
+}
+
+/* The response reached its reader (or, when failed is not NULL, never
+ * will): emit tool.result, then forget the call. */
+static void delivered(call *c, const char *failed)
+{
+	sr__relay *r = c->r;
+	json_t *response = c->response;
+	const char *status = json_string_value(json_object_get(response, "status"));
+	json_t *result = json_object_get(response, "result");
+	json_t *ev;
+
+	ev = json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "type", "tool.result",
+		       "call_id", c->id, "tool", c->tool_name ? c->tool_name : "",
+		       "status", failed ? "error" : status ? status : "error", "is_error",
+		       failed || strcmp(status ? status : "error", "error") == 0 ||
+			       json_is_true(json_object_get(result, "isError")),
+		       "ms", (json_int_t)(uv_now(r->ctx->loop) - c->started));
+	if (ev && failed)
+		json_object_set_new(ev, "error", json_string(failed));
+	else if (ev && json_object_get(response, "error"))
+		json_object_set(ev, "error", json_object_get(response, "error"));
+	emit(r, ev);
+	unlink_call(c);
+	call_free(c);
+}
+
+static void try_publish(call *c);
+
+static void on_retry_timer(uv_timer_t *t)
+{
+	try_publish(t->data);
+}
+
+/* Publish the response file; on failure (a full disk, say) try again
+ * later on the loop, with a doubling delay and a bounded number of
+ * attempts. The claim stays until the response is published, so if it
+ * never is, a restarted runner answers the call as interrupted. */
+static void try_publish(call *c)
+{
+	sr__relay *r = c->r;
+	char msg[300];
+	uint64_t delay;
+	int why;
+
+	if (publish(r, c->id, c->response, &why) == SR_OK) {
+		unclaim(r, c->id);
+		delivered(c, NULL);
+		return;
+	}
+	if (++c->attempts >= r->publish_attempts) {
+		snprintf(msg, sizeof(msg),
+			 "the response could not be published after %u attempts (%s); "
+			 "its claim stays, so a restarted runner answers the call as interrupted",
+			 c->attempts, strerror(why));
+		sr__log(SR_LOG_ERROR, "relay", "%s/%s.res: %s", r->dir, c->id, msg);
+		delivered(c, msg);
+		return;
+	}
+	if (!c->retry_timer) {
+		c->retry_timer = malloc(sizeof(*c->retry_timer));
+		if (!c->retry_timer) {
+			delivered(c, "the response could not be published: out of memory");
+			return;
+		}
+		uv_timer_init(r->ctx->loop, c->retry_timer);
+		c->retry_timer->data = c;
+	}
+	delay = (uint64_t)PUBLISH_BACKOFF_MS << (c->attempts - 1 < 6 ? c->attempts - 1 : 6);
+	if (delay > PUBLISH_BACKOFF_MAX_MS)
+		delay = PUBLISH_BACKOFF_MAX_MS;
+	uv_timer_start(c->retry_timer, on_retry_timer, delay, 0);
 }
 
 /* Deliver the one response of a call, then forget the call. Takes
@@ -221,32 +315,17 @@ static void call_free(call *c)
  * the call is still answered. */
 static void finish(call *c, json_t *response)
 {
-	sr__relay *r = c->r;
-	const char *status;
-	json_t *result;
-	json_t *ev;
-
 	if (!response)
 		response = response_error(c->id, "the runner could not build the response");
-	status = json_string_value(json_object_get(response, "status"));
-	result = json_object_get(response, "result");
-	if (c->done)
+	c->response = response;
+	c->state = CALL_PUBLISHING;
+	if (c->done) {
 		c->done(c->done_ud, response);
-	else
-		publish(r, c->id, response);
-	unclaim(r, c->id);
-	ev = json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "type", "tool.result",
-		       "call_id", c->id, "tool", c->tool_name ? c->tool_name : "",
-		       "status", status ? status : "error", "is_error",
-		       strcmp(status ? status : "error", "error") == 0 ||
-			       json_is_true(json_object_get(result, "isError")),
-		       "ms", (json_int_t)(uv_now(r->ctx->loop) - c->started));
-	if (json_object_get(response, "error"))
-		json_object_set(ev, "error", json_object_get(response, "error"));
-	emit(r, ev);
-	json_decref(response);
-	unlink_call(c);
-	call_free(c);
+		unclaim(c->r, c->id);
+		delivered(c, NULL);
+		return;
+	}
+	try_publish(c);
 }
 
 static void finish_error(call *c, const char *message)
@@ -776,6 +855,8 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->ask_policy = o->ask_policy;
 	r->ask_timeout_ms = o->ask_timeout_ms ? o->ask_timeout_ms : DEFAULT_ASK_TIMEOUT_MS;
 	r->poll_ms = o->poll_ms ? o->poll_ms : DEFAULT_POLL_MS;
+	r->publish_attempts = o->publish_attempts ? o->publish_attempts :
+						    DEFAULT_PUBLISH_ATTEMPTS;
 	r->event = o->event;
 	r->ud = o->ud;
 	*out = r;
@@ -794,6 +875,7 @@ static void recover(sr__relay *r)
 		size_t len = sr_relay_id_of(e->d_name, ".claim");
 		char id[SR_RELAY_ID_MAX + 1], req[4096];
 		json_t *res;
+		int why;
 		if (!len)
 			continue;
 		memcpy(id, e->d_name, len);
@@ -803,9 +885,10 @@ static void recover(sr__relay *r)
 		res = response_error(id,
 			"interrupted: the runner restarted while this call was in progress; "
 			"it was not run again and may or may not have taken effect");
-		publish(r, id, res);
+		/* Unpublished, the claim stays for the next start. */
+		if (publish(r, id, res, &why) == SR_OK)
+			unclaim(r, id);
 		json_decref(res);
-		unclaim(r, id);
 		emit(r, json_pack("{s:s, s:s}", "type", "tool.interrupted", "call_id", id));
 	}
 	closedir(d);

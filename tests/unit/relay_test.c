@@ -692,3 +692,80 @@ Test(relay, a_non_empty_directory_is_answered_once)
 	cr_assert_eq(count_events("tool.result"), 1);
 	cr_assert_eq(count_events("relay.rejected"), 2, "d1 once, 'bad id' once");
 }
+
+#include <sys/resource.h>
+
+static void file_size_limit(rlim_t bytes)
+{
+	struct rlimit rl;
+
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = bytes;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static int claimed(const char *id)
+{
+	char path[4400];
+
+	snprintf(path, sizeof(path), "%s/%s.claim", journal, id);
+	return access(path, F_OK) == 0;
+}
+
+/* A full disk, made by a file size limit of 10 bytes for this process:
+ * writing the response fails with EFBIG until the limit is lifted. */
+Test(relay, a_response_that_cannot_be_written_is_retried_with_its_claim_kept)
+{
+	json_t *res;
+
+	signal(SIGXFSZ, SIG_IGN);
+	start_relay(SR_ASK_WAIT);
+	request("df1", "echo", "{\"text\":\"kept\"}");
+	file_size_limit(10);
+	run_for(400);
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	cr_assert_not(exists("df1.res"));
+	cr_assert(claimed("df1"), "the claim went before the answer was published");
+	cr_assert_eq(count_events("tool.result"), 0, "a result was reported before it was published");
+	cr_assert_eq(sr__relay_in_flight(relay), 1);
+	file_size_limit(RLIM_INFINITY);
+	res = response("df1");
+	cr_assert_str_eq(first_text(res), "kept");
+	cr_assert_not(claimed("df1"));
+	cr_assert_eq(count_events("tool.result"), 1);
+	cr_assert_eq(t_count_lines(calls_log), 1, "the tool ran again");
+	json_decref(res);
+}
+
+Test(relay, a_response_that_is_never_written_is_reported_not_dropped)
+{
+	sr__relay_opts o = { 0 };
+	char err[300];
+	json_t *ev = NULL, *e;
+	size_t i;
+
+	signal(SIGXFSZ, SIG_IGN);
+	o.dir = relay_dir;
+	o.journal = journal;
+	o.tools = tools;
+	o.guard = &guard;
+	o.poll_ms = 200;
+	o.publish_attempts = 3;
+	o.event = on_event;
+	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK, "%s", err);
+	cr_assert_eq(sr__relay_start(relay), SR_OK);
+	request("df2", "echo", "{\"text\":\"lost\"}");
+	file_size_limit(10);
+	run_for(600);
+	file_size_limit(RLIM_INFINITY);
+	json_array_foreach(events, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "type")), "tool.result") == 0)
+			ev = e;
+	cr_assert_not_null(ev, "no tool.result");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "status")), "error");
+	cr_assert(json_is_true(json_object_get(ev, "is_error")));
+	cr_assert(strstr(json_string_value(json_object_get(ev, "error")), "could not be published"));
+	cr_assert(strstr(t_log_text(), "could not be published"), "not logged");
+	cr_assert(claimed("df2"), "the claim must stay for a restart");
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
+}
