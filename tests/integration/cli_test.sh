@@ -68,6 +68,9 @@ expect "bad --network value" 2 "$S" exec --network maybe -- true
 if command -v bwrap >/dev/null; then
 	expect "network off" 0 "$S" exec --network off -- cat /proc/net/dev
 	test "$(grep -c ':' "$T/out")" -eq 1 && ok "only loopback" || fail "only loopback"
+	expect "network off: a missing program" 127 "$S" exec --network off -- /nonexistent
+	expect "network off: a missing program in PATH" 127 "$S" exec --network off -- no-such-program-here
+	expect "network off: exit codes pass through" 7 "$S" exec --network off -- sh -c 'exit 7'
 else
 	echo "skip - network off: bubblewrap not installed (.ci/run installs it)"
 fi
