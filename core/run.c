@@ -908,34 +908,76 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
 	return out;
 }
 
-/* Copy the runner's values of the env names the harness declares: its
- * credentials (secrets) and its plain passthrough settings. */
-static void copy_env(sr__run *r, const char *key, json_t *secrets)
+/* Append the runner's values of the env names desc lists under key to
+ * env ({name, value} objects); each value is registered as a secret when
+ * names is not NULL, and its name appended there. */
+static void copy_env(json_t *desc, const char *key, json_t *env, json_t *names)
 {
 	json_t *v;
 	size_t i;
 
-	json_array_foreach(json_object_get(r->desc, key), i, v) {
+	json_array_foreach(json_object_get(desc, key), i, v) {
 		const char *name = json_string_value(v);
 		const char *value = name ? getenv(name) : NULL;
 		if (!value || !*value)
 			continue;
-		if (secrets) {
+		if (names) {
 			sr__secret_register(value);
-			json_array_append_new(secrets, json_string(name));
+			json_array_append_new(names, json_string(name));
 		}
-		json_array_append_new(r->env, json_pack("{s:s, s:s}", "name", name, "value", value));
+		if (env)
+			json_array_append_new(env, json_pack("{s:s, s:s}", "name", name,
+							     "value", value));
 	}
+}
+
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
+			     json_t *exposed)
+{
+	json_t *names = json_array();
+
+	copy_env(desc, "passthrough_env", env, NULL);
+	/* A provider that isolates secrets gets them through
+	 * spec.credentials only: never also as plain environment. */
+	if (caps & SR_CAP_ISOLATED_SECRETS) {
+		copy_env(desc, "credential_env", NULL, names);
+	} else {
+		copy_env(desc, "credential_env", env, names);
+		json_array_extend(exposed, names);
+	}
+	json_decref(names);
+}
+
+sr_credential *sr__run_credentials(json_t *desc, const char *host, size_t *n)
+{
+	json_t *list = json_object_get(desc, "credential_env"), *v;
+	sr_credential *creds = calloc(json_array_size(list) + 1, sizeof(*creds));
+	size_t i;
+
+	*n = 0;
+	if (!creds)
+		return NULL;
+	json_array_foreach(list, i, v) {
+		const char *name = json_string_value(v);
+		const char *value = name ? getenv(name) : NULL;
+		if (!value || !*value)
+			continue;
+		sr__secret_register(value);
+		creds[*n].env_name = name;
+		creds[*n].value = value;
+		creds[*n].host = host;
+		(*n)++;
+	}
+	return creds;
 }
 
 static int add_credentials(sr__run *r)
 {
 	json_t *exposed = json_array();
 
-	copy_env(r, "passthrough_env", NULL);
-	copy_env(r, "credential_env", exposed);
-	if (json_array_size(exposed) &&
-	    !(sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS))
+	sr__run_env_from_runner(r->desc, sr__provider_capabilities(r->provider), r->env,
+				exposed);
+	if (json_array_size(exposed))
 		emit(r, json_pack("{s:s, s:O, s:s}", "type", "credentials.exposed", "names",
 				  exposed, "reason",
 				  "this provider cannot hide secrets: the sandbox sees them in its environment"));
@@ -1075,22 +1117,48 @@ static void on_sandbox(void *ud, const sr_result *res)
 	prepare(r);
 }
 
+/* The host of url (for a credential bound to it), or NULL. */
+static const char *url_host(const char *url, char *buf, size_t n)
+{
+	const char *h = url ? strstr(url, "://") : NULL;
+	size_t len;
+
+	if (!h)
+		return NULL;
+	h += 3;
+	len = strcspn(h, "/:?#");
+	if (memchr(h, '@', len))
+		return NULL;
+	snprintf(buf, n, "%.*s", (int)len, h);
+	return len ? buf : NULL;
+}
+
 static void acquire(sr__run *r)
 {
 	sr_network_policy np = { r->o.network, NULL, 0 };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, np, NULL, 0 };
 	sr_pair labels[2] = { { "sandrun.session", r->session },
 			      { "sandrun.harness", r->harness->desc->name } };
+	sr_credential *creds = NULL;
+	char host[256];
 
 	spec.labels = labels;
 	spec.n_labels = 2;
 	if (r->resumed) {
 		sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
 				       on_sandbox, r);
-	} else {
-		r->created = 1;
-		sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+		return;
 	}
+	/* Isolated secrets travel only here, each bound to the model's host
+	 * (NULL when no model URL was given: the provider decides). */
+	if (sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS) {
+		creds = sr__run_credentials(r->desc, url_host(r->o.model_url, host, sizeof(host)),
+					    &spec.n_credentials);
+		spec.credentials = creds;
+	}
+	r->created = 1;
+	sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+	free(creds);
 }
 
 /* ------------------------------------------------------------- start */

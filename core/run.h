@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "core/ctx.h"
+#include "sandrun/plugin.h"
 
 /* Exit codes of sandrun run (sandrun(1)). */
 enum {
@@ -57,6 +58,19 @@ int sr__run_finish(sr__run *r);
  * returns a new reference. Exposed for tests. */
 json_t *sr__run_expand_files(const char *home, const char *workspace,
 			     json_t *files);
+
+/* Append to env ({name, value} objects) the runner's values of desc's
+ * passthrough_env and, unless caps has SR_CAP_ISOLATED_SECRETS, of its
+ * credential_env, whose names then go into exposed: a provider that
+ * isolates secrets receives them only through spec.credentials. Values of
+ * credentials are registered as secrets either way. Exposed for tests. */
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
+			     json_t *exposed);
+/* desc's credential_env values found in the runner's environment, each
+ * bound to host (may be NULL), for spec.credentials; the count in *n.
+ * The strings are borrowed (environment, host); free the array. NULL
+ * without memory. */
+sr_credential *sr__run_credentials(json_t *desc, const char *host, size_t *n);
 
 /* The lines [line, line + limit) of len bytes at data (line 1-based,
  * limit <= 0 for all): their offset and length. data need not end in a

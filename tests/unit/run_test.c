@@ -72,3 +72,55 @@ Test(run, selected_lines_stay_within_the_data)
 	cr_assert_eq(n, 0);
 	cr_assert_leq(off, len);
 }
+
+static int env_has(json_t *env, const char *name)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(env, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0)
+			return 1;
+	return 0;
+}
+
+Test(run, isolated_secrets_never_reach_the_plain_environment)
+{
+	json_t *desc = json_pack("{s:[s, s], s:[s]}", "credential_env", "T_CRED_KEY", "T_UNSET",
+				 "passthrough_env", "T_PASS_URL");
+	json_t *env = json_array(), *exposed = json_array();
+	sr_credential *creds;
+	size_t n;
+
+	setenv("T_CRED_KEY", "sk-isolated-1234", 1);
+	setenv("T_PASS_URL", "https://model.example/v1", 1);
+	unsetenv("T_UNSET");
+	sr__run_env_from_runner(desc, SR_CAP_ISOLATED_SECRETS | SR_CAP_REMOTE, env, exposed);
+	cr_assert(env_has(env, "T_PASS_URL"));
+	cr_assert_not(env_has(env, "T_CRED_KEY"), "an isolated secret was injected as plain env");
+	cr_assert_eq(json_array_size(exposed), 0);
+	creds = sr__run_credentials(desc, "model.example", &n);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(creds[0].env_name, "T_CRED_KEY");
+	cr_assert_str_eq(creds[0].value, "sk-isolated-1234");
+	cr_assert_str_eq(creds[0].host, "model.example");
+	free(creds);
+	json_decref(env);
+	json_decref(exposed);
+	json_decref(desc);
+}
+
+Test(run, without_isolation_secrets_are_plain_env_and_reported_exposed)
+{
+	json_t *desc = json_pack("{s:[s]}", "credential_env", "T_CRED_KEY");
+	json_t *env = json_array(), *exposed = json_array();
+
+	setenv("T_CRED_KEY", "sk-plain-1234", 1);
+	sr__run_env_from_runner(desc, 0, env, exposed);
+	cr_assert(env_has(env, "T_CRED_KEY"));
+	cr_assert_eq(json_array_size(exposed), 1);
+	cr_assert_str_eq(json_string_value(json_array_get(exposed, 0)), "T_CRED_KEY");
+	json_decref(env);
+	json_decref(exposed);
+	json_decref(desc);
+}
