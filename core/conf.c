@@ -34,7 +34,7 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", NULL
+	"log_level", "mcp_allow_hosts", NULL
 };
 
 sr__config *sr__config_new(void)
@@ -390,6 +390,12 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (rc->state_dir[0] != '/' || strchr(rc->state_dir, ':'))
 		return sr__config_invalid(c, "runner", "state_dir",
 			"an absolute directory");
+	rc->mcp_allow_hosts = sr__config_get(c, "runner", "mcp_allow_hosts");
+	if (!rc->mcp_allow_hosts)
+		rc->mcp_allow_hosts = "";
+	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
+		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
+			"a comma-separated list of exact host names or addresses (no wildcards)");
 	v = sr__config_get(c, "runner", "log_level");
 	rc->log_level = SR_LOG_INFO;
 	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)

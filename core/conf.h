@@ -50,6 +50,7 @@ typedef struct sr__runner_conf {
 	const char *plugin_dir; /* colon-separated */
 	const char *state_dir;
 	int log_level;
+	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
 } sr__runner_conf;
 
 /* Fill rc from [runner], validating each value (SR_EINVAL on the first

@@ -42,12 +42,29 @@ typedef struct perm {
 	struct perm *next;
 } perm;
 
+/* The lookups of user MCP hosts, shared by their requests: the run may
+ * be gone (cancelled, freed) while a lookup still runs on the pool. */
+typedef struct mcp_lookups {
+	struct sr__run *r;      /* NULL once the run is freed */
+	int pending;
+	char why[600];          /* the first refusal */
+} mcp_lookups;
+
+typedef struct mcp_lookup {
+	uv_getaddrinfo_t req;
+	mcp_lookups *all;
+	char *name, *url;
+} mcp_lookup;
+
 struct sr__run {
 	sr__ctx *ctx;
 	sr__run_opts o;
 	sr__plugin *provider, *harness;
 	json_t *desc;           /* the harness's describe */
 	json_t *user_mcp;
+	char *allow_buf;        /* [runner] mcp_allow_hosts, split in place */
+	const char **allow;     /* its host names, NULL-terminated */
+	mcp_lookups *lookups;   /* user MCP hosts being resolved */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
@@ -1161,6 +1178,128 @@ static void acquire(sr__run *r)
 	free(creds);
 }
 
+/* A plan gate that needed the loop (a DNS lookup) refused: nothing was
+ * acquired yet. */
+static void refuse_late(sr__run *r, const char *code, const char *msg)
+{
+	if (r->phase_done)
+		return;
+	r->phase_done = 1;
+	r->exit_code = SR_RUN_EXIT_REFUSED;
+	emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
+			  "message", msg, "phase", "plan", "session", r->session));
+	finished(r);
+}
+
+static void on_mcp_lookup(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	mcp_lookup *l = req->data;
+	mcp_lookups *all = l->all;
+	char why[600];
+	sr__run *r;
+
+	if (all->r && !all->why[0] &&
+	    !sr__plan_mcp_addrs_ok(l->url, status == 0 ? res : NULL, why, sizeof(why)))
+		snprintf(all->why, sizeof(all->why), "MCP server '%s': %s", l->name, why);
+	uv_freeaddrinfo(res);
+	free(l->name);
+	free(l->url);
+	free(l);
+	if (--all->pending > 0)
+		return;
+	r = all->r;
+	snprintf(why, sizeof(why), "%s", all->why);
+	free(all);
+	if (!r)
+		return;
+	r->lookups = NULL;
+	if (r->phase_done || r->cancelling)
+		return;
+	if (why[0])
+		refuse_late(r, "mcp_url_refused", why);
+	else
+		acquire(r);
+}
+
+/* The SSRF gate on what user MCP host names resolve to, on the thread
+ * pool (uv_getaddrinfo), then acquire. */
+static void check_mcp_hosts(sr__run *r)
+{
+	mcp_lookups *all = calloc(1, sizeof(*all));
+	struct addrinfo hints;
+	json_t *s;
+	size_t i;
+
+	if (!all) {
+		refuse_late(r, "mcp_url_refused", "out of memory checking the MCP servers");
+		return;
+	}
+	all->r = r;
+	all->pending = 1; /* until every lookup is started */
+	r->lookups = all;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	json_array_foreach(r->user_mcp, i, s) {
+		const char *url = json_string_value(json_object_get(s, "url"));
+		char host[256];
+		mcp_lookup *l;
+		if (!url || !sr__plan_mcp_host_to_resolve(url, r->allow, host, sizeof(host)))
+			continue;
+		l = calloc(1, sizeof(*l));
+		if (!l || !(l->url = strdup(url)) ||
+		    !(l->name = strdup(json_string_value(json_object_get(s, "name"))))) {
+			if (l)
+				free(l->url);
+			free(l);
+			snprintf(all->why, sizeof(all->why), "out of memory checking the MCP servers");
+			break;
+		}
+		l->all = all;
+		l->req.data = l;
+		all->pending++;
+		if (uv_getaddrinfo(r->ctx->loop, &l->req, on_mcp_lookup, host, NULL, &hints) != 0) {
+			all->pending--;
+			snprintf(all->why, sizeof(all->why), "MCP server '%s': '%s' cannot be resolved",
+				 l->name, url);
+			free(l->name);
+			free(l->url);
+			free(l);
+			break;
+		}
+	}
+	/* The last reference: answer now if no lookup is running. */
+	if (--all->pending > 0)
+		return;
+	r->lookups = NULL;
+	if (all->why[0]) {
+		char why[600];
+		snprintf(why, sizeof(why), "%s", all->why);
+		free(all);
+		refuse_late(r, "mcp_url_refused", why);
+		return;
+	}
+	free(all);
+	acquire(r);
+}
+
+/* Split the comma-separated allow-list into r->allow. */
+static int split_allow(sr__run *r, const char *list)
+{
+	size_t n = 2;
+	char *tok, *save;
+
+	for (const char *p = list; *p; p++)
+		n += *p == ',';
+	r->allow_buf = strdup(list);
+	r->allow = calloc(n, sizeof(*r->allow));
+	if (!r->allow_buf || !r->allow)
+		return SR_ENOMEM;
+	n = 0;
+	for (tok = strtok_r(r->allow_buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		r->allow[n++] = tok;
+	return SR_OK;
+}
+
 /* ------------------------------------------------------------- start */
 
 static int harness_enabled(const sr__ctx *ctx, const char *name)
@@ -1209,6 +1348,10 @@ static void run_free(sr__run *r)
 	sr__guard_clear(&r->guard);
 	json_decref(r->desc);
 	json_decref(r->user_mcp);
+	if (r->lookups)
+		r->lookups->r = NULL;
+	free(r->allow_buf);
+	free(r->allow);
 	json_decref(r->files);
 	json_decref(r->env);
 	free(r->sandbox_id);
@@ -1289,6 +1432,11 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		}
 	}
 	plan.user_mcp = r->user_mcp;
+	if (split_allow(r, ctx->rc.mcp_allow_hosts ? ctx->rc.mcp_allow_hosts : "") != SR_OK) {
+		run_free(r);
+		return SR_ENOMEM;
+	}
+	plan.mcp_allow_hosts = r->allow;
 	if (sr__plan_check(&plan, &code, msg, sizeof(msg)) != SR_OK) {
 		refuse(r, code, msg, exit_code);
 		run_free(r);
@@ -1335,7 +1483,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 			  r->session, "harness", r->harness->desc->name, "provider",
 			  r->provider->desc->name, "turn", r->turn + 1));
 	*out = r;
-	acquire(r);
+	check_mcp_hosts(r);
 	return SR_OK;
 }
 
