@@ -142,6 +142,12 @@ int sr__acp_request(sr__acp *a, const char *method, json_t *params,
 	a->pending = p;
 	if (timeout_ms) {
 		p->timer = malloc(sizeof(*p->timer));
+		if (!p->timer) {
+			p = take(a, p->id);
+			free(p);
+			json_decref(msg);
+			return SR_ENOMEM;
+		}
 		uv_timer_init(a->loop, p->timer);
 		p->timer->data = p;
 		uv_timer_start(p->timer, on_timeout, timeout_ms, 0);

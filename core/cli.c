@@ -28,16 +28,19 @@ void sr__wait_run(sr__ctx *ctx, sr__wait *w)
 {
 	while (!w->done && uv_run(ctx->loop, UV_RUN_ONCE))
 		;
+	/* Nothing left to run and no answer: never a success. */
+	if (!w->done) {
+		w->done = 1;
+		w->status = SR_ESTATE;
+		free(w->message);
+		w->message = strdup("the operation ended without a result");
+	}
 }
 
 void sr__wait_for(sr__ctx *ctx, sr__wait *w, int rc)
 {
 	if (rc == SR_OK) {
 		sr__wait_run(ctx, w);
-		if (!w->done) { /* the loop ran dry: a plugin never called back */
-			w->status = SR_EPROTO;
-			w->message = strdup("the plugin never called back");
-		}
 		return;
 	}
 	w->done = 1;

@@ -25,7 +25,7 @@ typedef struct sr__wait {
 
 /* A sr_done_fn that copies the result into the sr__wait at ud. */
 void sr__wait_done(void *ud, const sr_result *r);
-/* Run the loop until w->done. */
+/* Run the loop until w is done; a loop that runs dry first is a failure. */
 void sr__wait_run(sr__ctx *ctx, sr__wait *w);
 /* After starting an operation with sr__wait_done (rc its return): wait
  * for its callback, or, when it failed at once (then no callback comes,

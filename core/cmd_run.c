@@ -60,17 +60,19 @@ typedef struct ui {
 
 /* ---------------------------------------------------------- rendering */
 
+/* Secrets are redacted in the string values, never in the serialized
+ * text (which a short secret would corrupt). */
 static void print_json(json_t *ev)
 {
-	char *text = json_dumps(ev, JSON_COMPACT);
-	char *clean = text ? sr__redact(text) : NULL;
+	json_t *clean = sr__redact_json(ev);
+	char *text = clean ? json_dumps(clean, JSON_COMPACT) : NULL;
 
-	if (clean) {
-		fputs(clean, stdout);
+	json_decref(clean);
+	if (text) {
+		fputs(text, stdout);
 		fputc('\n', stdout);
 		fflush(stdout);
 	}
-	free(clean);
 	free(text);
 }
 
@@ -311,6 +313,10 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	o.event = on_event;
 	o.ud = &u;
 	u.ctx = calloc(1, sizeof(*u.ctx));
+	if (!u.ctx) {
+		exit_code = SR_EXIT_FAIL;
+		goto out;
+	}
 	rc = sr__cli_setup(u.ctx, config_path);
 	if (rc != SR_EXIT_OK) {
 		exit_code = rc;
@@ -340,7 +346,8 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	uv_close((uv_handle_t *)&u.sigterm, NULL);
 	uv_run(u.ctx->loop, UV_RUN_NOWAIT);
 out:
-	sr__ctx_cleanup(u.ctx);
+	if (u.ctx)
+		sr__ctx_cleanup(u.ctx);
 	free(u.ctx);
 	free(shim);
 	json_decref(u.timings);

@@ -150,11 +150,16 @@ static int create(sr__ctx *ctx, sr__plugin *p, opts *o, char **id_out)
 	sr__wait_for(ctx, &w, sr__provider_create(p, sr__next_req(), &spec, sr__wait_done, &w));
 	rc = report(&w, "create");
 	if (rc == SR_EXIT_OK) {
+		const char *id;
 		j = json_loads(w.json ? w.json : "", 0, NULL);
-		*id_out = strdup(json_string_value(json_object_get(j, "id")) ?
-				 json_string_value(json_object_get(j, "id")) : "");
-		if (o->json)
+		id = json_string_value(json_object_get(j, "id"));
+		if (!id || !*id || !(*id_out = strdup(id))) {
+			fprintf(stderr, "sandrun: create: provider '%s' answered without a sandbox id\n",
+				p->desc->name);
+			rc = SR_EXIT_FAIL;
+		} else if (o->json) {
 			printf("%s\n", w.json);
+		}
 		json_decref(j);
 	}
 	sr__wait_clear(&w);

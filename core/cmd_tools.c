@@ -60,17 +60,18 @@ typedef struct serve {
 
 static void print_event(void *ud, json_t *ev)
 {
-	char *text = json_dumps(ev, JSON_COMPACT);
-	char *clean;
+	/* Secrets (callback credentials) never reach the output; they are
+	 * redacted in the string values, never in the serialized text. */
+	json_t *clean = sr__redact_json(ev);
+	char *text = clean ? json_dumps(clean, JSON_COMPACT) : NULL;
 
 	(void)ud;
+	json_decref(clean);
 	if (!text)
 		return;
-	clean = sr__redact(text); /* callback headers never reach the output */
-	fputs(clean ? clean : text, stdout);
+	fputs(text, stdout);
 	fputc('\n', stdout);
 	fflush(stdout);
-	free(clean);
 	free(text);
 }
 
@@ -270,6 +271,8 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	s = calloc(1, sizeof(*s));
+	if (!s)
+		return SR_EXIT_FAIL;
 	s->guard.default_mode = SR_PERM_ALLOW_READS;
 	optind = 0;
 	argc--;

@@ -24,13 +24,17 @@ struct sr__config {
 	char *path;
 	FILE *reading;   /* while parsing */
 	int reading_line;
+	char *line;      /* the whole line just read */
+	size_t line_cap;
+	char *long_value; /* the value of a line too long for inih */
+	int long_error;  /* the line too long for inih, not a key = value */
 	struct entry *entries;
 	size_t n, cap;
 };
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", NULL
+	"log_level", "node_dir", "mcp_allow_hosts", NULL
 };
 
 sr__config *sr__config_new(void)
@@ -67,16 +71,57 @@ static struct entry *find(const sr__config *c, const char *section,
 	return NULL;
 }
 
-/* libinih reads through this, one line a call, so the handler knows
+#define LONG_VALUE "\x01" /* stands for the value kept in long_value */
+
+/* A line longer than inih's buffer (Debian builds inih with a 200-byte
+ * line on the stack and no heap), as one inih can take: "key = value"
+ * passes as "key =" and a marker, the value (trimmed, without an inline
+ * comment, as inih would) kept for on_entry; a comment passes empty;
+ * anything else passes as a syntax error on this line. */
+static char *long_line(sr__config *c, char *buf, size_t size)
+{
+	char *p = c->line, *eq, *v, *end;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == ';' || *p == '#') {
+		snprintf(buf, size, ";\n");
+		return buf;
+	}
+	eq = strpbrk(p, "=:");
+	if (*p == '[' || !eq || (size_t)(eq - p) + 4 > size) {
+		c->long_error = c->reading_line;
+		snprintf(buf, size, "%s\n", LONG_VALUE);
+		return buf;
+	}
+	for (v = eq + 1; isspace((unsigned char)*v); v++)
+		;
+	for (end = v; *end; end++)
+		if (*end == ';' && end > v && isspace((unsigned char)end[-1]))
+			break;
+	while (end > v && isspace((unsigned char)end[-1]))
+		end--;
+	free(c->long_value);
+	c->long_value = strndup(v, (size_t)(end - v));
+	snprintf(buf, size, "%.*s=%s\n", (int)(eq - p), p, LONG_VALUE);
+	return buf;
+}
+
+/* libinih reads through this, one whole line a call, so the handler knows
  * which line it is on (Debian builds inih without INI_HANDLER_LINENO). */
 static char *read_line(char *buf, int size, void *ud)
 {
 	sr__config *c = ud;
-	char *r = fgets(buf, size, c->reading);
+	ssize_t n = getline(&c->line, &c->line_cap, c->reading);
 
-	if (r)
-		c->reading_line++;
-	return r;
+	if (n < 0)
+		return NULL;
+	c->reading_line++;
+	if (n < size) {
+		memcpy(buf, c->line, (size_t)n + 1);
+		return buf;
+	}
+	return long_line(c, buf, (size_t)size);
 }
 
 static int on_entry(void *ud, const char *section, const char *key,
@@ -103,7 +148,12 @@ static int on_entry(void *ud, const char *section, const char *key,
 	e = &c->entries[c->n];
 	e->section = strdup(section);
 	e->key = strdup(key);
-	e->value = strdup(value ? value : "");
+	if (value && strcmp(value, LONG_VALUE) == 0 && c->long_value) {
+		e->value = c->long_value;
+		c->long_value = NULL;
+	} else {
+		e->value = strdup(value ? value : "");
+	}
 	e->line = line;
 	e->warned = 0;
 	if (!e->section || !e->key || !e->value) {
@@ -127,12 +177,24 @@ int sr__config_load(sr__config *c, const char *path)
 	c->path = strdup(path);
 	c->reading = f;
 	c->reading_line = 0;
+	c->long_error = 0;
 	line = ini_parse_stream(read_line, c, on_entry, c);
 	c->reading = NULL;
 	fclose(f);
+	free(c->line);
+	c->line = NULL;
+	c->line_cap = 0;
+	free(c->long_value);
+	c->long_value = NULL;
 	if (line < 0) {
 		sr__log(SR_LOG_ERROR, "config", "%s: out of memory", path);
 		return SR_ENOMEM;
+	}
+	if (line > 0 && line == c->long_error) {
+		sr__log(SR_LOG_ERROR, "config",
+			"%s:%d: syntax error in a long line (expected key = value, or a comment)",
+			path, line);
+		return SR_EINVAL;
 	}
 	if (line > 0) {
 		sr__log(SR_LOG_ERROR, "config",
@@ -332,6 +394,12 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	if (rc->node_dir && rc->node_dir[0] != '/')
 		return sr__config_invalid(c, "runner", "node_dir",
 			"an absolute directory");
+	rc->mcp_allow_hosts = sr__config_get(c, "runner", "mcp_allow_hosts");
+	if (!rc->mcp_allow_hosts)
+		rc->mcp_allow_hosts = "";
+	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
+		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
+			"a comma-separated list of exact host names or addresses (no wildcards)");
 	v = sr__config_get(c, "runner", "log_level");
 	rc->log_level = SR_LOG_INFO;
 	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)

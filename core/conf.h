@@ -51,6 +51,7 @@ typedef struct sr__runner_conf {
 	const char *state_dir;
 	const char *node_dir;   /* NULL: STATE_DIR/harness/node */
 	int log_level;
+	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
 } sr__runner_conf;
 
 /* Fill rc from [runner], validating each value (SR_EINVAL on the first

@@ -278,6 +278,26 @@ static int map_curl_error(sr_http_call *c, CURLcode rc)
 	}
 }
 
+/* url for a message: without userinfo, query or fragment, which may be
+ * credentials. */
+static void url_for_message(const char *url, char *out, size_t n)
+{
+	const char *host = url ? strstr(url, "://") : NULL;
+	const char *end, *at;
+	size_t len;
+
+	if (!host) {
+		snprintf(out, n, "%s", "(no URL)");
+		return;
+	}
+	host += 3;
+	end = host + strcspn(host, "/?#");
+	for (at = end; at > host && at[-1] != '@'; at--)
+		;
+	len = (size_t)(host - url);
+	snprintf(out, n, "%.*s%.*s", (int)len, url, (int)strcspn(at, "?#"), at);
+}
+
 static void check_done(sr__http *h)
 {
 	CURLMsg *m;
@@ -285,7 +305,7 @@ static void check_done(sr__http *h)
 
 	while ((m = curl_multi_info_read(h->multi, &left))) {
 		sr_http_call *c;
-		char msg[CURL_ERROR_SIZE + 160];
+		char msg[CURL_ERROR_SIZE + 160], shown[160];
 		const char *url = NULL;
 		if (m->msg != CURLMSG_DONE)
 			continue;
@@ -295,14 +315,14 @@ static void check_done(sr__http *h)
 			continue;
 		}
 		curl_easy_getinfo(c->easy, CURLINFO_EFFECTIVE_URL, &url);
+		url_for_message(url, shown, sizeof(shown));
 		if (m->data.result == CURLE_FILESIZE_EXCEEDED)
 			c->too_big = 1; /* announced by Content-Length */
 		if (c->too_big)
 			snprintf(msg, sizeof(msg),
-				 "%s: response body over %zu bytes", url ? url : "",
-				 c->max);
+				 "%s: response body over %zu bytes", shown, c->max);
 		else
-			snprintf(msg, sizeof(msg), "%s: %s", url ? url : "",
+			snprintf(msg, sizeof(msg), "%s: %s", shown,
 				 c->errbuf[0] ? c->errbuf :
 					       curl_easy_strerror(m->data.result));
 		finish(c, map_curl_error(c, m->data.result), msg);
@@ -471,6 +491,12 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		fail_now(done, ud, SR_EINVAL, "only http:// and https:// URLs are supported");
 		return NULL;
 	}
+	for (const char *p = req->url; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			fail_now(done, ud, SR_EINVAL,
+				 "the URL contains a space or a control character");
+			return NULL;
+		}
 	c = calloc(1, sizeof(*c));
 	if (!c || !(c->easy = curl_easy_init())) {
 		free(c);
@@ -517,6 +543,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		if (!c->body_copy) {
 			curl_easy_cleanup(c->easy);
 			curl_slist_free_all(c->headers);
+			json_decref(c->resp_headers);
 			free(c);
 			fail_now(done, ud, SR_ENOMEM, "out of memory");
 			return NULL;
@@ -529,11 +556,19 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 	}
 	if (stream)
 		stream_setup(c, req, stream);
+	if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
+		curl_easy_cleanup(c->easy);
+		curl_slist_free_all(c->headers);
+		free(c->body_copy);
+		json_decref(c->resp_headers);
+		free(c);
+		fail_now(done, ud, SR_ENOMEM, "cannot start the HTTP request");
+		return NULL;
+	}
 	c->next = h->calls;
 	if (h->calls)
 		h->calls->prev = c;
 	h->calls = c;
-	curl_multi_add_handle(h->multi, c->easy);
 	return c;
 }
 

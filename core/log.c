@@ -113,6 +113,36 @@ char *sr__redact(const char *s)
 	return cur;
 }
 
+/* Redact each string of v in place (v is a private deep copy). */
+static void redact_strings(json_t *v)
+{
+	const char *key;
+	json_t *item;
+	size_t i;
+
+	if (json_is_string(v)) {
+		char *clean = sr__redact(json_string_value(v));
+		if (clean && strcmp(clean, json_string_value(v)) != 0)
+			json_string_set(v, clean);
+		wipe_free(clean);
+	} else if (json_is_object(v)) {
+		json_object_foreach(v, key, item)
+			redact_strings(item);
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, item)
+			redact_strings(item);
+	}
+}
+
+json_t *sr__redact_json(json_t *v)
+{
+	json_t *copy = json_deep_copy(v);
+
+	if (copy && n_secrets)
+		redact_strings(copy);
+	return copy;
+}
+
 void sr__logv(int level, const char *who, const char *fmt, va_list ap)
 {
 	char buf[4096];

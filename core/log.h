@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "sandrun/plugin.h"
 
 /* Lines at or below this level are written (default SR_LOG_INFO). */
@@ -25,6 +27,11 @@ void sr__secret_register(const char *value);
 /* Replace every registered secret in s (in place) with "[REDACTED]";
  * returns a malloc'd string the caller frees. */
 char *sr__redact(const char *s);
+/* A copy of v in which every string value has each registered secret
+ * replaced by "[REDACTED]"; keys and the structure are kept, so the result
+ * is still well-formed JSON of the same shape. New reference (NULL only
+ * without memory). Borrows v. */
+json_t *sr__redact_json(json_t *v);
 /* Wipe and forget every secret. */
 void sr__secrets_clear(void);
 

@@ -37,7 +37,6 @@ struct sr__mcp_http {
 	uv_timer_t timer;
 	int port;
 	char token[64];
-	char expect_auth[80];
 	char url[64];
 	req_ctx *waiting; /* suspended connections */
 	int handles;
@@ -100,14 +99,21 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, unsigned status,
 	return ret;
 }
 
-/* Constant-time comparison of the whole header against the expected one. */
+/* "Bearer <token>": the scheme in any case (RFC 9110, 11.1), then one or
+ * more spaces; the token compared in constant time. */
 static int auth_ok(const sr__mcp_http *s, const char *got)
 {
-	size_t want = strlen(s->expect_auth), n = got ? strlen(got) : 0;
-	unsigned char diff = (unsigned char)(n != want);
+	size_t want = strlen(s->token), n;
+	unsigned char diff;
 
+	if (!got || strncasecmp(got, "Bearer ", 7) != 0)
+		return 0;
+	for (got += 7; *got == ' '; got++)
+		;
+	n = strlen(got);
+	diff = (unsigned char)(n != want);
 	for (size_t i = 0; i < want; i++)
-		diff |= (unsigned char)(s->expect_auth[i] ^ (i < n ? got[i] : 0));
+		diff |= (unsigned char)(s->token[i] ^ (i < n ? got[i] : 0));
 	return diff == 0;
 }
 
@@ -314,8 +320,12 @@ static void dispatch(sr__mcp_http *s, req_ctx *rc)
 			"Method not found: this server speaks protocol revisions up to "
 			SR_MCP_LATEST "; use initialize");
 	} else {
-		rc->answer = handle_one(s, rc, msg, (size_t)-1, &deferred);
-		if (!rc->answer && !deferred)
+		/* A call the relay finished at once (a denial, a missing
+		 * argument, a client tool) has stored its answer already. */
+		json_t *a = handle_one(s, rc, msg, (size_t)-1, &deferred);
+		if (a)
+			store(rc, (size_t)-1, a);
+		else if (!deferred)
 			rc->status = MHD_HTTP_ACCEPTED;
 	}
 	json_decref(msg);
@@ -528,7 +538,6 @@ int sr__mcp_http_start(uv_loop_t *loop, sr__relay *relay,
 		return SR_EIO;
 	}
 	base64url(rnd, sizeof(rnd), s->token);
-	snprintf(s->expect_auth, sizeof(s->expect_auth), "Bearer %s", s->token);
 	sr__secret_register(s->token);
 	s->relay = relay;
 	s->tools = tools;

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -64,12 +66,11 @@ static int private_v6(const unsigned char *b)
 	       (b[0] == 0x20 && b[1] == 0x01 && b[2] < 0x02);               /* 2001::/23 */
 }
 
-int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
-			char *why, size_t n)
+/* The host of url (brackets of an IPv6 literal and trailing dots
+ * removed) into host; its length, or 0 with the reason in why. */
+static size_t url_host(const char *url, char *host, size_t hn, char *why, size_t n)
 {
-	char host[256];
 	const char *h, *end;
-	unsigned char addr[16];
 	size_t len;
 
 	if (!url || strncasecmp(url, "https://", 8) != 0) {
@@ -92,7 +93,7 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 		end = h + strcspn(h, ":/?#");
 	}
 	len = end ? (size_t)(end - h) : 0;
-	if (len == 0 || len >= sizeof(host)) {
+	if (len == 0 || len >= hn) {
 		snprintf(why, n, "'%s' has no host", url);
 		return 0;
 	}
@@ -100,9 +101,28 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 	host[len] = 0;
 	while (len && host[len - 1] == '.')
 		host[--len] = 0;
+	return len;
+}
+
+static int allowed(const char *host, const char *const *allow)
+{
 	for (const char *const *a = allow; a && *a; a++)
 		if (strcasecmp(*a, host) == 0)
 			return 1;
+	return 0;
+}
+
+int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
+			char *why, size_t n)
+{
+	char host[256];
+	unsigned char addr[16];
+	size_t len = url_host(url, host, sizeof(host), why, n);
+
+	if (!len)
+		return 0;
+	if (allowed(host, allow))
+		return 1;
 	if (strncasecmp(url, "https://", 8) != 0) {
 		snprintf(why, n, "'%s' is not https (allow-list the host to permit it)", url);
 		return 0;
@@ -118,6 +138,47 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 	    (inet_pton(AF_INET6, host, addr) == 1 && private_v6(addr))) {
 		snprintf(why, n, "'%s' is a private, loopback or link-local address", url);
 		return 0;
+	}
+	return 1;
+}
+
+int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,
+				 char *host, size_t hn)
+{
+	char why[400];
+	unsigned char addr[16];
+
+	if (!url_host(url, host, hn, why, sizeof(why)) || allowed(host, allow))
+		return 0;
+	return inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1;
+}
+
+int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
+			  char *why, size_t n)
+{
+	char text[INET6_ADDRSTRLEN] = "";
+
+	if (!ai) {
+		snprintf(why, n, "'%s': its host cannot be resolved", url);
+		return 0;
+	}
+	for (; ai; ai = ai->ai_next) {
+		int priv = 1; /* an address family we do not know: refused */
+		if (ai->ai_family == AF_INET) {
+			const struct sockaddr_in *in = (const void *)ai->ai_addr;
+			priv = private_v4(ntohl(in->sin_addr.s_addr));
+			inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+		} else if (ai->ai_family == AF_INET6) {
+			const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
+			priv = private_v6(in6->sin6_addr.s6_addr);
+			inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+		}
+		if (priv) {
+			snprintf(why, n,
+				 "'%s' resolves to %s, a private, loopback or link-local address "
+				 "(allow-list the host to permit it)", url, text);
+			return 0;
+		}
 	}
 	return 1;
 }
@@ -168,7 +229,14 @@ int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n)
 			REFUSE("mcp_server_reserved",
 			       "the MCP server name '%s' is reserved for platform tools",
 			       SR_TOOLS_SERVER_NAME);
-		if (url && !sr__plan_mcp_url_ok(url, p->mcp_allow_hosts, why, sizeof(why)))
+		/* Only the internal sandrun-tools entry may launch a command
+		 * in the sandbox. */
+		if (json_object_get(s, "command") || !url)
+			REFUSE("mcp_server_stdio",
+			       "MCP server '%s' launches a command: only URL servers (http, sse) "
+			       "are accepted; commands in the sandbox are the harness's own",
+			       name);
+		if (!sr__plan_mcp_url_ok(url, p->mcp_allow_hosts, why, sizeof(why)))
 			REFUSE("mcp_url_refused", "MCP server '%s': %s", name, why);
 	}
 	return SR_OK;

@@ -26,8 +26,19 @@ typedef struct sr__plan {
 int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n);
 
 /* The SSRF guard for user MCP URLs: https only, no private, loopback or
- * link-local literal addresses, unless the host is allow-listed. */
+ * link-local literal addresses, unless the host is allow-listed. Entries
+ * that launch a command (stdio) are refused. */
 int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 			char *why, size_t n);
+
+/* Whether url's host must be resolved before the run (a name, neither a
+ * literal address nor allow-listed); the host goes into host. */
+int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,
+				 char *host, size_t hn);
+/* The same guard for the addresses url's host resolved to (ai, from
+ * getaddrinfo; NULL: it did not resolve): every one must be public. */
+struct addrinfo;
+int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
+			  char *why, size_t n);
 
 #endif

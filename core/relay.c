@@ -6,8 +6,10 @@
  * Order of a call (doc/relay-protocol.md):
  *   1. create JOURNAL/<id>.claim (O_EXCL; runner-side, the sandbox cannot
  *      touch it);
- *   2. read and remove DIR/<id>.req (never following a symlink, never
- *      reading anything but a regular file of at most 1 MiB);
+ *   2. take DIR/<id>.req by renaming it to a hidden name (the one
+ *      decision against the shim's withdrawal, which unlinks it), then read
+ *      and remove it (never following a symlink, never reading anything
+ *      but a regular file of at most 1 MiB);
  *   3. validate, guard, execute;
  *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
  *      sandbox may have planted; the runner never reads response files);
@@ -42,6 +44,9 @@
 #define CALLBACK_BODY_MAX (4u << 20)
 #define DEFAULT_ASK_TIMEOUT_MS (10ULL * 60 * 1000)
 #define DEFAULT_POLL_MS 2000
+#define DEFAULT_PUBLISH_ATTEMPTS 10
+#define PUBLISH_BACKOFF_MS 50      /* doubled after each failure... */
+#define PUBLISH_BACKOFF_MAX_MS 2000 /* ...up to this */
 
 typedef struct call call;
 
@@ -52,6 +57,7 @@ struct sr__relay {
 	const sr__guard *guard;
 	int ask_policy;
 	uint64_t ask_timeout_ms, poll_ms;
+	unsigned publish_attempts;
 	void (*event)(void *ud, json_t *event);
 	void *ud;
 	uv_fs_event_t watch;
@@ -62,7 +68,7 @@ struct sr__relay {
 	call *calls;
 };
 
-enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING };
+enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING, CALL_PUBLISHING };
 
 struct call {
 	sr__relay *r;
@@ -74,6 +80,9 @@ struct call {
 	uint64_t started;
 	sr_http_call *http;
 	uv_timer_t *ask_timer;
+	uv_timer_t *retry_timer; /* publishing again after a failure */
+	json_t *response;        /* being published */
+	unsigned attempts;
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
 	void *done_ud;
 	call *next;
@@ -81,9 +90,10 @@ struct call {
 
 /* ------------------------------------------------------------ events */
 
+/* Takes ev; NULL (it could not be built) is dropped. */
 static void emit(sr__relay *r, json_t *ev)
 {
-	if (r->event)
+	if (ev && r->event)
 		r->event(r->ud, ev);
 	json_decref(ev);
 }
@@ -91,8 +101,9 @@ static void emit(sr__relay *r, json_t *ev)
 static void reject_file(sr__relay *r, const char *name, const char *why)
 {
 	sr__log(SR_LOG_WARN, "relay", "%s/%s: %s", r->dir, name, why);
-	emit(r, json_pack("{s:s, s:s, s:s}", "type", "relay.rejected", "file",
-			  name, "reason", why));
+	/* A planted name need not be UTF-8. */
+	emit(r, json_pack("{s:s, s:o, s:s}", "type", "relay.rejected", "file",
+			  sr_json_text(name), "reason", why));
 }
 
 /* ------------------------------------------------------------- files */
@@ -124,8 +135,9 @@ static void unclaim(sr__relay *r, const char *id)
 	unlink(path);
 }
 
-/* Write DIR/<id>.res by temporary and rename. */
-static int publish(sr__relay *r, const char *id, json_t *response)
+/* Write DIR/<id>.res by temporary and rename. On failure the errno is in
+ * *why (ENOMEM when the response cannot be serialized). */
+static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 {
 	char tmp[4096], final[4096];
 	unsigned char rnd[6] = { 0 };
@@ -133,8 +145,11 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 	size_t len, off = 0;
 	int fd, rc = SR_OK;
 
-	if (!text)
+	*why = 0;
+	if (!text) {
+		*why = ENOMEM;
 		return SR_ENOMEM;
+	}
 	len = strlen(text);
 	(void)!getrandom(rnd, sizeof(rnd), 0);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
@@ -142,8 +157,9 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
+		*why = errno;
 		free(text);
-		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(errno));
+		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(*why));
 		return SR_EIO;
 	}
 	while (off < len) {
@@ -151,19 +167,24 @@ static int publish(sr__relay *r, const char *id, json_t *response)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
+			*why = errno;
 			rc = SR_EIO;
 			break;
 		}
 		off += (size_t)w;
 	}
-	close(fd);
-	free(text);
-	if (rc == SR_OK && rename(tmp, final) != 0)
+	if (close(fd) != 0 && rc == SR_OK) {
+		*why = errno;
 		rc = SR_EIO;
+	}
+	free(text);
+	if (rc == SR_OK && rename(tmp, final) != 0) {
+		*why = errno;
+		rc = SR_EIO;
+	}
 	if (rc != SR_OK) {
 		unlink(tmp);
-		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final,
-			strerror(errno));
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
 	}
 	return rc;
 }
@@ -176,16 +197,17 @@ static json_t *response_ok(const char *id, json_t *result)
 			 "status", "ok", "result", result);
 }
 
+/* message is made valid UTF-8 (it may quote a name from the request). */
 static json_t *response_error(const char *id, const char *message)
 {
-	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
-			 "status", "error", "error", message);
+	return json_pack("{s:i, s:s, s:s, s:o}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "error", "error", sr_json_text(message));
 }
 
 static json_t *response_paused(const char *id, const char *message)
 {
-	return json_pack("{s:i, s:s, s:s, s:s}", "v", SR_RELAY_VERSION, "id", id,
-			 "status", "paused", "message", message);
+	return json_pack("{s:i, s:s, s:s, s:o}", "v", SR_RELAY_VERSION, "id", id,
+			 "status", "paused", "message", sr_json_text(message));
 }
 
 static void unlink_call(call *c)
@@ -208,37 +230,104 @@ static void call_free(call *c)
 		uv_timer_stop(c->ask_timer);
 		uv_close((uv_handle_t *)c->ask_timer, on_ask_timer_closed);
 	}
+	if (c->retry_timer) {
+		uv_timer_stop(c->retry_timer);
+		uv_close((uv_handle_t *)c->retry_timer, on_ask_timer_closed);
+	}
+	json_decref(c->response);
 	json_decref(c->args);
 	free(c->tool_name);
 	free(c);
 }
 
-/* Deliver the one response of a call, then forget the call. Takes
- * response. */
-static void finish(call *c, json_t *response)
+/* The response reached its reader (or, when failed is not NULL, never
+ * will): emit tool.result, then forget the call. */
+static void delivered(call *c, const char *failed)
 {
 	sr__relay *r = c->r;
+	json_t *response = c->response;
 	const char *status = json_string_value(json_object_get(response, "status"));
 	json_t *result = json_object_get(response, "result");
 	json_t *ev;
 
-	if (c->done)
-		c->done(c->done_ud, response);
-	else
-		publish(r, c->id, response);
-	unclaim(r, c->id);
 	ev = json_pack("{s:s, s:s, s:s, s:s, s:b, s:I}", "type", "tool.result",
 		       "call_id", c->id, "tool", c->tool_name ? c->tool_name : "",
-		       "status", status ? status : "error", "is_error",
-		       strcmp(status ? status : "error", "error") == 0 ||
+		       "status", failed ? "error" : status ? status : "error", "is_error",
+		       failed || strcmp(status ? status : "error", "error") == 0 ||
 			       json_is_true(json_object_get(result, "isError")),
 		       "ms", (json_int_t)(uv_now(r->ctx->loop) - c->started));
-	if (json_object_get(response, "error"))
+	if (ev && failed)
+		json_object_set_new(ev, "error", json_string(failed));
+	else if (ev && json_object_get(response, "error"))
 		json_object_set(ev, "error", json_object_get(response, "error"));
 	emit(r, ev);
-	json_decref(response);
 	unlink_call(c);
 	call_free(c);
+}
+
+static void try_publish(call *c);
+
+static void on_retry_timer(uv_timer_t *t)
+{
+	try_publish(t->data);
+}
+
+/* Publish the response file; on failure (a full disk, say) try again
+ * later on the loop, with a doubling delay and a bounded number of
+ * attempts. The claim stays until the response is published, so if it
+ * never is, a restarted runner answers the call as interrupted. */
+static void try_publish(call *c)
+{
+	sr__relay *r = c->r;
+	char msg[300];
+	uint64_t delay;
+	int why;
+
+	if (publish(r, c->id, c->response, &why) == SR_OK) {
+		unclaim(r, c->id);
+		delivered(c, NULL);
+		return;
+	}
+	if (++c->attempts >= r->publish_attempts) {
+		snprintf(msg, sizeof(msg),
+			 "the response could not be published after %u attempts (%s); "
+			 "its claim stays, so a restarted runner answers the call as interrupted",
+			 c->attempts, strerror(why));
+		sr__log(SR_LOG_ERROR, "relay", "%s/%s.res: %s", r->dir, c->id, msg);
+		delivered(c, msg);
+		return;
+	}
+	if (!c->retry_timer) {
+		c->retry_timer = malloc(sizeof(*c->retry_timer));
+		if (!c->retry_timer) {
+			delivered(c, "the response could not be published: out of memory");
+			return;
+		}
+		uv_timer_init(r->ctx->loop, c->retry_timer);
+		c->retry_timer->data = c;
+	}
+	delay = (uint64_t)PUBLISH_BACKOFF_MS << (c->attempts - 1 < 6 ? c->attempts - 1 : 6);
+	if (delay > PUBLISH_BACKOFF_MAX_MS)
+		delay = PUBLISH_BACKOFF_MAX_MS;
+	uv_timer_start(c->retry_timer, on_retry_timer, delay, 0);
+}
+
+/* Deliver the one response of a call, then forget the call. Takes
+ * response; NULL (it could not be built) becomes an error response, so
+ * the call is still answered. */
+static void finish(call *c, json_t *response)
+{
+	if (!response)
+		response = response_error(c->id, "the runner could not build the response");
+	c->response = response;
+	c->state = CALL_PUBLISHING;
+	if (c->done) {
+		c->done(c->done_ud, response);
+		unclaim(c->r, c->id);
+		delivered(c, NULL);
+		return;
+	}
+	try_publish(c);
 }
 
 static void finish_error(call *c, const char *message)
@@ -304,8 +393,13 @@ json_t *sr__relay_callback_result(int http_status, const char *body,
 			json_object_set(result, "structuredContent",
 					json_object_get(parsed, "structuredContent"));
 	} else {
-		result = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text",
-				   "text", body ? body : "", body ? len : 0, "isError", 0);
+		/* Any bytes at all: invalid UTF-8 becomes U+FFFD. */
+		result = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text",
+				   "text", sr_json_textn(body, body ? len : 0), "isError", 0);
+	}
+	if (!result) {
+		json_decref(parsed);
+		return sr_mcp_text_result("the runner could not read the tool's answer", 1);
 	}
 	json_decref(parsed);
 	cap_text(result);
@@ -327,22 +421,29 @@ static void on_callback_done(void *ud, const sr_result *res)
 		return;
 	}
 	if (res->status != SR_OK) {
+		/* The model and the sandbox see the tool and the failure, never
+		 * the callback's URL (its userinfo and query may be
+		 * credentials); the runner's log has the transport's detail. */
+		sr__log(SR_LOG_WARN, "relay", "tool '%s': callback failed: %s", c->tool->name,
+			res->message ? res->message : sr__strerror(res->status));
 		switch (res->status) {
 		case SR_ETIMEDOUT:
-			snprintf(text, sizeof(text), "the tool's callback did not answer within %llu ms",
-				 (unsigned long long)c->tool->timeout_ms);
+			snprintf(text, sizeof(text),
+				 "tool '%s': the tool's callback did not answer within %llu ms",
+				 c->tool->name, (unsigned long long)c->tool->timeout_ms);
 			break;
 		case SR_ETOOBIG:
 			snprintf(text, sizeof(text),
-				 "the tool's callback answered more than %u bytes; nothing of it was kept",
-				 CALLBACK_BODY_MAX);
+				 "tool '%s': the tool's callback answered more than %u bytes; nothing of it was kept",
+				 c->tool->name, CALLBACK_BODY_MAX);
 			break;
 		case SR_ECONNREFUSED:
-			snprintf(text, sizeof(text), "the tool's callback refused the connection");
+			snprintf(text, sizeof(text), "tool '%s': the tool's callback refused the connection",
+				 c->tool->name);
 			break;
 		default:
-			snprintf(text, sizeof(text), "the tool's callback failed: %s",
-				 res->message ? res->message : sr__strerror(res->status));
+			snprintf(text, sizeof(text), "tool '%s': the tool's callback failed (%s)",
+				 c->tool->name, sr__strerror(res->status));
 		}
 		finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
 		return;
@@ -362,6 +463,7 @@ static void execute(call *c)
 	char *text;
 	sr_pair *headers;
 	sr_http_request req;
+	sr_http_call *http;
 
 	c->state = CALL_RUNNING;
 	if (t->kind == SR_TOOL_CLIENT) {
@@ -400,7 +502,11 @@ static void execute(call *c)
 	req.body_len = strlen(text);
 	req.timeout_ms = t->timeout_ms;
 	req.max_response = CALLBACK_BODY_MAX;
-	c->http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	/* A request that cannot start calls back before returning, and the
+	 * call is gone then: only a started one is remembered. */
+	http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	if (http)
+		c->http = http;
 	free(headers);
 	free(text);
 }
@@ -529,8 +635,8 @@ static char *read_request(sr__relay *r, const char *name, char *why,
 	return buf;
 }
 
-/* Remove whatever sits under a request's name (file, link, FIFO, or an
- * empty directory). */
+/* Remove whatever sits at DIR/name (file, link, FIFO, or an empty
+ * directory). A non-empty directory stays, under its hidden name. */
 static void remove_entry(sr__relay *r, const char *name)
 {
 	char path[4096];
@@ -538,6 +644,26 @@ static void remove_entry(sr__relay *r, const char *name)
 	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
 	if (unlink(path) != 0 && errno == EISDIR)
 		rmdir(path);
+}
+
+/* Take DIR/name away from the shim: rename it, whatever it is, to a
+ * hidden name of the runner's (written into taken). This is the one place
+ * where a request is decided: the shim withdraws a request by unlinking
+ * <id>.req, and of that unlink and this rename exactly one succeeds. A
+ * taken name is never seen by a scan again, so it is answered once even
+ * when it cannot be removed (a non-empty directory). Returns 0, or the
+ * errno of the rename (ENOENT: withdrawn, or already gone). */
+static int take_entry(sr__relay *r, const char *name, char *taken, size_t n)
+{
+	char from[4096], to[4096];
+	unsigned char rnd[8] = { 0 };
+
+	(void)!getrandom(rnd, sizeof(rnd), 0);
+	snprintf(taken, n, ".taken.tmp.%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	snprintf(from, sizeof(from), "%s/%s", r->dir, name);
+	snprintf(to, sizeof(to), "%s/%s", r->dir, taken);
+	return rename(from, to) == 0 ? 0 : errno;
 }
 
 /* "<anything>.req", not hidden: a request, valid or to be rejected. */
@@ -552,7 +678,7 @@ static int is_request_name(const char *name)
 static void take_request(sr__relay *r, const char *name)
 {
 	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
-	char why[300], *text;
+	char why[300], taken[64], *text;
 	json_t *req;
 	const char *tool, *rid, *bad = NULL;
 	json_t *args;
@@ -563,9 +689,11 @@ static void take_request(sr__relay *r, const char *name)
 		return;
 	if (id_len == 0) {
 		/* Never rewritten into a valid id: with no valid id there is
-		 * no name to answer under, so the file goes, with an event. */
-		remove_entry(r, name);
-		reject_file(r, name, "invalid request id (ids are 1 to 128 of [A-Za-z0-9_-])");
+		 * no name to answer under, so the entry goes, with an event. */
+		if (take_entry(r, name, taken, sizeof(taken)) == 0) {
+			remove_entry(r, taken);
+			reject_file(r, name, "invalid request id (ids are 1 to 128 of [A-Za-z0-9_-])");
+		}
 		return;
 	}
 	c = call_new(r, name, id_len);
@@ -578,15 +706,32 @@ static void take_request(sr__relay *r, const char *name)
 		unlink_call(c);
 		call_free(c);
 		if (rc == SR_EEXIST) {
-			remove_entry(r, name);
-			reject_file(r, name, "duplicate request id: a call with this id is in flight");
+			if (take_entry(r, name, taken, sizeof(taken)) == 0) {
+				remove_entry(r, taken);
+				reject_file(r, name, "duplicate request id: a call with this id is in flight");
+			}
 		} else {
 			reject_file(r, name, "cannot record the claim in the runner's journal");
 		}
 		return;
 	}
-	text = read_request(r, name, why, sizeof(why));
-	remove_entry(r, name);
+	rc = take_entry(r, name, taken, sizeof(taken));
+	if (rc == ENOENT) {
+		/* The shim withdrew it (or it was answered already): it will
+		 * never run, and nobody waits for an answer. */
+		sr__log(SR_LOG_DEBUG, "relay", "%s/%s: withdrawn before it was taken", r->dir, name);
+		unclaim(r, c->id);
+		unlink_call(c);
+		call_free(c);
+		return;
+	}
+	if (rc != 0) {
+		snprintf(why, sizeof(why), "cannot take the request: %s", strerror(rc));
+		text = NULL;
+	} else {
+		text = read_request(r, taken, why, sizeof(why));
+		remove_entry(r, taken);
+	}
 	if (!text) {
 		reject_file(r, name, why);
 		finish_error(c, why);
@@ -712,6 +857,8 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->ask_policy = o->ask_policy;
 	r->ask_timeout_ms = o->ask_timeout_ms ? o->ask_timeout_ms : DEFAULT_ASK_TIMEOUT_MS;
 	r->poll_ms = o->poll_ms ? o->poll_ms : DEFAULT_POLL_MS;
+	r->publish_attempts = o->publish_attempts ? o->publish_attempts :
+						    DEFAULT_PUBLISH_ATTEMPTS;
 	r->event = o->event;
 	r->ud = o->ud;
 	*out = r;
@@ -730,6 +877,7 @@ static void recover(sr__relay *r)
 		size_t len = sr_relay_id_of(e->d_name, ".claim");
 		char id[SR_RELAY_ID_MAX + 1], req[4096];
 		json_t *res;
+		int why;
 		if (!len)
 			continue;
 		memcpy(id, e->d_name, len);
@@ -739,9 +887,10 @@ static void recover(sr__relay *r)
 		res = response_error(id,
 			"interrupted: the runner restarted while this call was in progress; "
 			"it was not run again and may or may not have taken effect");
-		publish(r, id, res);
+		/* Unpublished, the claim stays for the next start. */
+		if (publish(r, id, res, &why) == SR_OK)
+			unclaim(r, id);
 		json_decref(res);
-		unclaim(r, id);
 		emit(r, json_pack("{s:s, s:s}", "type", "tool.interrupted", "call_id", id));
 	}
 	closedir(d);
@@ -901,18 +1050,16 @@ void sr__relay_free(sr__relay *r)
 	r->closing = 1;
 	while (r->calls) {
 		call *c = r->calls;
-		r->calls = c->next;
 		if (c->http) {
 			sr_http_call *h = c->http;
 			c->http = NULL;
-			c->next = NULL;
-			/* on_callback_done sees SR_ECANCELED and frees c; the
-			 * claim stays for a restarted relay to answer. */
-			c->r->calls = c;
+			/* on_callback_done sees SR_ECANCELED, unlinks c from
+			 * r->calls and frees it; the claim stays for a
+			 * restarted relay to answer. */
 			sr__http_cancel(h);
-			r->calls = r->calls == c ? NULL : r->calls;
 			continue;
 		}
+		r->calls = c->next;
 		call_free(c);
 	}
 	if (r->open_handles == 0) {

@@ -44,12 +44,29 @@ typedef struct perm {
 	struct perm *next;
 } perm;
 
+/* The lookups of user MCP hosts, shared by their requests: the run may
+ * be gone (cancelled, freed) while a lookup still runs on the pool. */
+typedef struct mcp_lookups {
+	struct sr__run *r;      /* NULL once the run is freed */
+	int pending;
+	char why[600];          /* the first refusal */
+} mcp_lookups;
+
+typedef struct mcp_lookup {
+	uv_getaddrinfo_t req;
+	mcp_lookups *all;
+	char *name, *url;
+} mcp_lookup;
+
 struct sr__run {
 	sr__ctx *ctx;
 	sr__run_opts o;
 	sr__plugin *provider, *harness;
 	json_t *desc;           /* the harness's describe */
 	json_t *user_mcp;
+	char *allow_buf;        /* [runner] mcp_allow_hosts, split in place */
+	const char **allow;     /* its host names, NULL-terminated */
+	mcp_lookups *lookups;   /* user MCP hosts being resolved */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
@@ -272,6 +289,21 @@ static void on_kill_timer(uv_timer_t *t)
 	sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
 }
 
+/* SIGKILL the agent after ms unless it left; without memory for a timer,
+ * at once. */
+static void start_kill_timer(sr__run *r, uint64_t ms)
+{
+	stop_kill_timer(r);
+	r->kill_timer = malloc(sizeof(*r->kill_timer));
+	if (!r->kill_timer) {
+		sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+		return;
+	}
+	uv_timer_init(r->ctx->loop, r->kill_timer);
+	r->kill_timer->data = r;
+	uv_timer_start(r->kill_timer, on_kill_timer, ms, 0);
+}
+
 static void teardown(sr__run *r)
 {
 	if (r->tearing_down)
@@ -282,11 +314,7 @@ static void teardown(sr__run *r)
 	if (r->agent_running) {
 		sr__provider_channel_close_input(r->provider, r->chan);
 		sr__provider_channel_signal(r->provider, r->chan, SIGTERM);
-		stop_kill_timer(r);
-		r->kill_timer = malloc(sizeof(*r->kill_timer));
-		uv_timer_init(r->ctx->loop, r->kill_timer);
-		r->kill_timer->data = r;
-		uv_timer_start(r->kill_timer, on_kill_timer, 3000, 0);
+		start_kill_timer(r, 3000);
 		return; /* on_agent_exit continues */
 	}
 	if (r->inflight)
@@ -434,6 +462,11 @@ static void on_permission_request(sr__run *r, json_t *id, json_t *params)
 		return;
 	}
 	p = calloc(1, sizeof(*p));
+	if (!p) {
+		/* Nobody can be asked: the safe answer is no. */
+		answer_permission(r, id, options, 0);
+		return;
+	}
 	snprintf(p->id, sizeof(p->id), "perm-%d", ++r->next_perm);
 	p->acp_id = json_incref(id);
 	p->options = json_incref(options);
@@ -505,6 +538,23 @@ static int in_workspace(const sr__run *r, const char *path)
 	return 1;
 }
 
+void sr__run_select_lines(const void *data, size_t len, long long line,
+			  long long limit, size_t *off, size_t *n)
+{
+	const char *s = data ? data : "", *end = s + (data ? len : 0), *e;
+
+	for (long long i = 1; line > 1 && i < line && s < end; i++)
+		s = (e = memchr(s, '\n', (size_t)(end - s))) ? e + 1 : end;
+	e = end;
+	if (limit > 0)
+		for (e = s; limit-- > 0 && e < end;) {
+			const char *nl = memchr(e, '\n', (size_t)(end - e));
+			e = nl ? nl + 1 : end;
+		}
+	*off = (size_t)(s - (const char *)(data ? data : ""));
+	*n = (size_t)(e - s);
+}
+
 typedef struct fs_req {
 	sr__run *r;
 	json_t *id;
@@ -524,20 +574,13 @@ static void on_fs_done(void *ud, const sr_result *res)
 		} else if (f->write) {
 			sr__acp_respond(r->acp, f->id, json_null());
 		} else {
-			/* line (1-based) and limit select lines. */
-			json_int_t line = json_integer_value(json_object_get(f->params, "line"));
-			json_int_t limit = json_integer_value(json_object_get(f->params, "limit"));
-			const char *s = res->data ? res->data : "", *e;
-			for (json_int_t i = 1; line > 1 && i < line && s; i++)
-				s = (e = memchr(s, '\n', res->len - (size_t)(s - (const char *)res->data))) ?
-					e + 1 : NULL;
-			if (!s)
-				s = "";
-			e = s;
-			for (json_int_t i = 0; limit > 0 && i < limit && e; i++)
-				e = (e = strchr(e, '\n')) ? e + 1 : NULL;
-			sr__acp_respond(r->acp, f->id, json_pack("{s:s%}", "content", s,
-				(limit > 0 && e) ? (size_t)(e - s) : strlen(s)));
+			size_t off, n;
+			sr__run_select_lines(res->data, res->data ? res->len : 0,
+				json_integer_value(json_object_get(f->params, "line")),
+				json_integer_value(json_object_get(f->params, "limit")),
+				&off, &n);
+			sr__acp_respond(r->acp, f->id, json_pack("{s:s%}", "content",
+				res->data ? (const char *)res->data + off : "", n));
 		}
 	}
 	json_decref(f->id);
@@ -819,6 +862,14 @@ static void start_agent(sr__run *r)
 	json_t *v;
 	int rc;
 
+	if (!argv || !env || !hp) {
+		free(argv);
+		free(env);
+		free(hp);
+		json_decref(paths);
+		fail(r, "agent_not_started", "cannot start the agent: out of memory");
+		return;
+	}
 	json_array_foreach(cmd, i, v)
 		argv[i] = json_string_value(v);
 	json_array_foreach(paths, i, v)
@@ -829,8 +880,11 @@ static void start_agent(sr__run *r)
 	}
 	r->acp = sr__acp_new(r->ctx->loop, &h, r);
 	r->chan = sr__next_req();
-	rc = argv[0] && env && hp ? sr__provider_exec(r->provider, r->chan, r->sandbox_id,
-						      &spec, &cbs, r) : SR_EINVAL;
+	if (!r->acp)
+		rc = SR_ENOMEM;
+	else
+		rc = argv[0] && hp ? sr__provider_exec(r->provider, r->chan, r->sandbox_id,
+						       &spec, &cbs, r) : SR_EINVAL;
 	free(argv);
 	free(env);
 	free(hp);
@@ -920,21 +974,34 @@ static void write_next_file(sr__run *r)
 	started(r, rc, "prepare_failed", path ? path : "a harness file");
 }
 
-/* Expand the harness's files into mkdir steps for their parents (below
- * the sandbox's home or workspace) followed by the file. */
-static json_t *expand_files(sr__run *r, json_t *files)
+/* The length of base when path lies strictly below it, else 0. */
+static size_t below(const char *path, const char *base)
+{
+	size_t n = base ? strlen(base) : 0;
+
+	while (n > 1 && base[n - 1] == '/')
+		n--;
+	return n && strncmp(path, base, n) == 0 && path[n] == '/' ? n : 0;
+}
+
+json_t *sr__run_expand_files(const char *home, const char *workspace,
+			     json_t *files)
 {
 	json_t *out = json_array(), *f;
 	size_t i;
 
 	json_array_foreach(files, i, f) {
 		const char *path = json_string_value(json_object_get(f, "path"));
-		const char *base = r->home && path && strncmp(path, r->home, strlen(r->home)) == 0 ?
-					   r->home : r->workspace;
+		size_t n;
 		char buf[4096];
 		if (!path || path[0] != '/')
 			continue;
-		for (const char *p = path + strlen(base) + 1; (p = strchr(p, '/')); p++) {
+		/* Parents are made only below the home or the workspace; a
+		 * file elsewhere is put as it is. */
+		n = below(path, home);
+		if (!n)
+			n = below(path, workspace);
+		for (const char *p = n ? path + n + 1 : NULL; p && (p = strchr(p, '/')); p++) {
 			snprintf(buf, sizeof(buf), "%.*s", (int)(p - path), path);
 			json_array_append_new(out, json_pack("{s:s, s:b}", "path", buf, "dir", 1));
 		}
@@ -943,34 +1010,87 @@ static json_t *expand_files(sr__run *r, json_t *files)
 	return out;
 }
 
-/* Copy the runner's values of the env names the harness declares: its
- * credentials (secrets) and its plain passthrough settings. */
-static void copy_env(sr__run *r, const char *key, json_t *secrets)
+/* Append the runner's values of the env names desc lists under key to
+ * env ({name, value} objects); each value is registered as a secret when
+ * names is not NULL, and its name appended there. */
+static void copy_env(json_t *desc, const char *key, json_t *env, json_t *names)
 {
 	json_t *v;
 	size_t i;
 
-	json_array_foreach(json_object_get(r->desc, key), i, v) {
+	json_array_foreach(json_object_get(desc, key), i, v) {
 		const char *name = json_string_value(v);
 		const char *value = name ? getenv(name) : NULL;
 		if (!value || !*value)
 			continue;
-		if (secrets) {
+		if (names) {
 			sr__secret_register(value);
-			json_array_append_new(secrets, json_string(name));
+			json_array_append_new(names, json_string(name));
 		}
-		json_array_append_new(r->env, json_pack("{s:s, s:s}", "name", name, "value", value));
+		if (env)
+			json_array_append_new(env, json_pack("{s:s, s:s}", "name", name,
+							     "value", value));
 	}
+}
+
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
+			     json_t *exposed)
+{
+	json_t *names = json_array();
+
+	copy_env(desc, "passthrough_env", env, NULL);
+	/* A provider that isolates secrets gets them through
+	 * spec.credentials only: never also as plain environment. */
+	if (caps & SR_CAP_ISOLATED_SECRETS) {
+		copy_env(desc, "credential_env", NULL, names);
+	} else {
+		copy_env(desc, "credential_env", env, names);
+		json_array_extend(exposed, names);
+	}
+	json_decref(names);
+}
+
+const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts,
+					  size_t n_hosts, size_t *n)
+{
+	json_t *list = json_object_get(desc, "credential_env"), *v;
+	size_t max = json_array_size(list), i;
+	const sr_credential **ptrs;
+	sr_credential *creds;
+
+	*n = 0;
+	/* One allocation: the pointers, then the bindings they point to. */
+	ptrs = calloc(1, (max + 1) * sizeof(*ptrs) + max * sizeof(*creds));
+	if (!ptrs)
+		return NULL;
+	creds = (sr_credential *)(ptrs + max + 1);
+	json_array_foreach(list, i, v) {
+		const char *name = json_string_value(v);
+		const char *value = name ? getenv(name) : NULL;
+		sr_credential *c = &creds[*n];
+		if (!value || !*value)
+			continue;
+		sr__secret_register(value);
+		c->size = sizeof(*c);
+		c->target = SR_CRED_ENV;
+		c->name = name;
+		c->value = value;
+		c->hosts = hosts;
+		c->n_hosts = n_hosts;
+		c->usage = "api_key";
+		c->isolation_required = 1;
+		ptrs[(*n)++] = c;
+	}
+	return ptrs;
 }
 
 static int add_credentials(sr__run *r)
 {
 	json_t *exposed = json_array();
 
-	copy_env(r, "passthrough_env", NULL);
-	copy_env(r, "credential_env", exposed);
-	if (json_array_size(exposed) &&
-	    !(sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS))
+	sr__run_env_from_runner(r->desc, sr__provider_capabilities(r->provider), r->env,
+				exposed);
+	if (json_array_size(exposed))
 		emit(r, json_pack("{s:s, s:O, s:s}", "type", "credentials.exposed", "names",
 				  exposed, "reason",
 				  "this provider cannot hide secrets: the sandbox sees them in its environment"));
@@ -1080,7 +1200,7 @@ static void on_prepared(void *ud, const sr_result *result)
 		json_array_append(r->env, v);
 	add_node_runtime(r);
 	add_credentials(r);
-	r->files = expand_files(r, json_object_get(res, "files"));
+	r->files = sr__run_expand_files(r->home, r->workspace, json_object_get(res, "files"));
 	json_decref(res);
 	r->file_index = 0;
 	write_next_file(r);
@@ -1155,12 +1275,31 @@ static void on_sandbox(void *ud, const sr_result *res)
 	prepare(r);
 }
 
+/* The host of url (for a credential bound to it), or NULL. */
+static const char *url_host(const char *url, char *buf, size_t n)
+{
+	const char *h = url ? strstr(url, "://") : NULL;
+	size_t len;
+
+	if (!h)
+		return NULL;
+	h += 3;
+	len = strcspn(h, "/:?#");
+	if (memchr(h, '@', len))
+		return NULL;
+	snprintf(buf, n, "%.*s", (int)len, h);
+	return len ? buf : NULL;
+}
+
 static void acquire(sr__run *r)
 {
 	sr_network_policy np = { sizeof(np), r->o.network, NULL, 0 };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
 	sr_pair labels[2] = { { "sandrun.session", r->session },
 			      { "sandrun.harness", r->harness->desc->name } };
+	const sr_credential **creds = NULL;
+	const char *hosts[1];
+	char host[256];
 	int rc;
 
 	spec.labels = labels;
@@ -1169,11 +1308,146 @@ static void acquire(sr__run *r)
 		rc = sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
 					    on_sandbox, r);
 		started(r, rc, "sandbox_unavailable", "cannot reconnect the session's sandbox");
-	} else {
-		r->created = 1;
-		rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
-		started(r, rc, "sandbox_failed", "cannot create a sandbox");
+		return;
 	}
+	/* Isolated secrets travel only here, each bound to the model's host
+	 * (NULL when no model URL was given: the provider decides). */
+	if (sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS) {
+		hosts[0] = url_host(r->o.model_url, host, sizeof(host));
+		creds = sr__run_credentials(r->desc, hosts, hosts[0] ? 1 : 0,
+					    &spec.n_credentials);
+		if (!creds) {
+			fail(r, "sandbox_failed", "cannot create a sandbox: out of memory");
+			return;
+		}
+		spec.credentials = creds;
+	}
+	r->created = 1;
+	rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+	free(creds);
+	started(r, rc, "sandbox_failed", "cannot create a sandbox");
+}
+
+/* A plan gate that needed the loop (a DNS lookup) refused: nothing was
+ * acquired yet. */
+static void refuse_late(sr__run *r, const char *code, const char *msg)
+{
+	if (r->phase_done)
+		return;
+	r->phase_done = 1;
+	r->exit_code = SR_RUN_EXIT_REFUSED;
+	emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
+			  "message", msg, "phase", "plan", "session", r->session));
+	finished(r);
+}
+
+static void on_mcp_lookup(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	mcp_lookup *l = req->data;
+	mcp_lookups *all = l->all;
+	char why[600];
+	sr__run *r;
+
+	if (all->r && !all->why[0] &&
+	    !sr__plan_mcp_addrs_ok(l->url, status == 0 ? res : NULL, why, sizeof(why)))
+		snprintf(all->why, sizeof(all->why), "MCP server '%s': %s", l->name, why);
+	uv_freeaddrinfo(res);
+	free(l->name);
+	free(l->url);
+	free(l);
+	if (--all->pending > 0)
+		return;
+	r = all->r;
+	snprintf(why, sizeof(why), "%s", all->why);
+	free(all);
+	if (!r)
+		return;
+	r->lookups = NULL;
+	if (r->phase_done || r->cancelling)
+		return;
+	if (why[0])
+		refuse_late(r, "mcp_url_refused", why);
+	else
+		acquire(r);
+}
+
+/* The SSRF gate on what user MCP host names resolve to, on the thread
+ * pool (uv_getaddrinfo), then acquire. */
+static void check_mcp_hosts(sr__run *r)
+{
+	mcp_lookups *all = calloc(1, sizeof(*all));
+	struct addrinfo hints;
+	json_t *s;
+	size_t i;
+
+	if (!all) {
+		refuse_late(r, "mcp_url_refused", "out of memory checking the MCP servers");
+		return;
+	}
+	all->r = r;
+	all->pending = 1; /* until every lookup is started */
+	r->lookups = all;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	json_array_foreach(r->user_mcp, i, s) {
+		const char *url = json_string_value(json_object_get(s, "url"));
+		char host[256];
+		mcp_lookup *l;
+		if (!url || !sr__plan_mcp_host_to_resolve(url, r->allow, host, sizeof(host)))
+			continue;
+		l = calloc(1, sizeof(*l));
+		if (!l || !(l->url = strdup(url)) ||
+		    !(l->name = strdup(json_string_value(json_object_get(s, "name"))))) {
+			if (l)
+				free(l->url);
+			free(l);
+			snprintf(all->why, sizeof(all->why), "out of memory checking the MCP servers");
+			break;
+		}
+		l->all = all;
+		l->req.data = l;
+		all->pending++;
+		if (uv_getaddrinfo(r->ctx->loop, &l->req, on_mcp_lookup, host, NULL, &hints) != 0) {
+			all->pending--;
+			snprintf(all->why, sizeof(all->why), "MCP server '%s': '%s' cannot be resolved",
+				 l->name, url);
+			free(l->name);
+			free(l->url);
+			free(l);
+			break;
+		}
+	}
+	/* The last reference: answer now if no lookup is running. */
+	if (--all->pending > 0)
+		return;
+	r->lookups = NULL;
+	if (all->why[0]) {
+		char why[600];
+		snprintf(why, sizeof(why), "%s", all->why);
+		free(all);
+		refuse_late(r, "mcp_url_refused", why);
+		return;
+	}
+	free(all);
+	acquire(r);
+}
+
+/* Split the comma-separated allow-list into r->allow. */
+static int split_allow(sr__run *r, const char *list)
+{
+	size_t n = 2;
+	char *tok, *save;
+
+	for (const char *p = list; *p; p++)
+		n += *p == ',';
+	r->allow_buf = strdup(list);
+	r->allow = calloc(n, sizeof(*r->allow));
+	if (!r->allow_buf || !r->allow)
+		return SR_ENOMEM;
+	n = 0;
+	for (tok = strtok_r(r->allow_buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		r->allow[n++] = tok;
+	return SR_OK;
 }
 
 /* ------------------------------------------------------------- start */
@@ -1234,6 +1508,10 @@ static void run_free(sr__run *r)
 	sr__guard_clear(&r->guard);
 	json_decref(r->desc);
 	json_decref(r->user_mcp);
+	if (r->lookups)
+		r->lookups->r = NULL;
+	free(r->allow_buf);
+	free(r->allow);
 	json_decref(r->files);
 	json_decref(r->env);
 	free(r->sandbox_id);
@@ -1255,6 +1533,10 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 
 	*out = NULL;
 	*exit_code = SR_RUN_EXIT_FAILED;
+	if (!r) {
+		fprintf(stderr, "sandrun: out of memory\n");
+		return SR_ENOMEM;
+	}
 	r->ctx = ctx;
 	r->o = *o;
 	ctx->event_sink = plugin_event;
@@ -1312,6 +1594,11 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		}
 	}
 	plan.user_mcp = r->user_mcp;
+	if (split_allow(r, ctx->rc.mcp_allow_hosts ? ctx->rc.mcp_allow_hosts : "") != SR_OK) {
+		run_free(r);
+		return SR_ENOMEM;
+	}
+	plan.mcp_allow_hosts = r->allow;
 	if (sr__plan_check(&plan, &code, msg, sizeof(msg)) != SR_OK) {
 		refuse(r, code, msg, exit_code);
 		run_free(r);
@@ -1358,7 +1645,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 			  r->session, "harness", r->harness->desc->name, "provider",
 			  r->provider->desc->name, "turn", r->turn + 1));
 	*out = r;
-	acquire(r);
+	check_mcp_hosts(r);
 	return SR_OK;
 }
 
@@ -1384,10 +1671,7 @@ void sr__run_cancel(sr__run *r)
 		sr__relay_set_ask_policy(r->relay, SR_ASK_DENY);
 	/* The prompt's answer (stopReason cancelled) ends the turn; an agent
 	 * that does not answer is stopped by the teardown after 3 s. */
-	r->kill_timer = malloc(sizeof(*r->kill_timer));
-	uv_timer_init(r->ctx->loop, r->kill_timer);
-	r->kill_timer->data = r;
-	uv_timer_start(r->kill_timer, on_kill_timer, 5000, 0);
+	start_kill_timer(r, 5000);
 }
 
 int sr__run_done(const sr__run *r)

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "core/ctx.h"
+#include "sandrun/plugin.h"
 
 /* Exit codes of sandrun run (sandrun(1)). */
 enum {
@@ -50,5 +51,33 @@ void sr__run_deny_asks(sr__run *r);
 int sr__run_done(const sr__run *r);
 /* The exit code, once done; frees the run. */
 int sr__run_finish(sr__run *r);
+
+/* The harness's files (an array of {path, content, mode}) preceded by
+ * mkdir steps for their parents below home or workspace (either may be
+ * NULL); a file outside both is kept without parents. Borrows files;
+ * returns a new reference. Exposed for tests. */
+json_t *sr__run_expand_files(const char *home, const char *workspace,
+			     json_t *files);
+
+/* Append to env ({name, value} objects) the runner's values of desc's
+ * passthrough_env and, unless caps has SR_CAP_ISOLATED_SECRETS, of its
+ * credential_env, whose names then go into exposed: a provider that
+ * isolates secrets receives them only through spec.credentials. Values of
+ * credentials are registered as secrets either way. Exposed for tests. */
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
+			     json_t *exposed);
+/* desc's credential_env values found in the runner's environment, as
+ * bindings for spec.credentials (an environment variable each, bound to
+ * hosts, isolation required); the count in *n. One allocation: free the
+ * array alone. The strings are borrowed (environment, hosts). NULL without
+ * memory. */
+const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts,
+					  size_t n_hosts, size_t *n);
+
+/* The lines [line, line + limit) of len bytes at data (line 1-based,
+ * limit <= 0 for all): their offset and length. data need not end in a
+ * NUL. Exposed for tests. */
+void sr__run_select_lines(const void *data, size_t len, long long line,
+			  long long limit, size_t *off, size_t *n);
 
 #endif

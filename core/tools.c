@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/log.h"
 #include "core/tools.h"
@@ -61,6 +62,28 @@ static int valid_tool_name(const char *s)
 	return n >= 1 && n <= 64;
 }
 
+/* A header's value is a secret when its name says so: Authorization,
+ * Proxy-Authorization and Cookie, any name containing "auth", "token",
+ * "key", "secret", "password" or "signature" (in any case), and the names
+ * a tool lists in callback.secret_headers. Other values (Content-Type,
+ * Accept, a tenant name) are not secrets: redacting them would garble
+ * every event that happens to contain the same text. */
+static int secret_header_name(const char *name, json_t *listed)
+{
+	static const char *const words[] = { "auth", "token", "key", "secret",
+					     "password", "signature", "cookie", NULL };
+	json_t *v;
+	size_t i;
+
+	for (const char *const *w = words; *w; w++)
+		if (strcasestr(name, *w))
+			return 1;
+	json_array_foreach(listed, i, v)
+		if (json_is_string(v) && strcasecmp(json_string_value(v), name) == 0)
+			return 1;
+	return 0;
+}
+
 #define FAIL(...)                                         \
 	do {                                              \
 		snprintf(err, errlen, __VA_ARGS__);       \
@@ -73,8 +96,10 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 	const char *url = json_string_value(json_object_get(cb, "url"));
 	json_t *headers = json_object_get(cb, "headers");
 	json_t *timeout = json_object_get(cb, "timeout_ms");
+	json_t *secret = json_object_get(cb, "secret_headers");
 	const char *k;
 	json_t *v;
+	size_t i;
 
 	if (!json_is_object(cb))
 		FAIL("%s: 'callback' must be an object with a 'url'", where);
@@ -83,7 +108,15 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 	t->url = strdup(url);
 	if (headers && !json_is_object(headers))
 		FAIL("%s: 'callback.headers' must be an object of strings", where);
+	if (secret && !json_is_array(secret))
+		FAIL("%s: 'callback.secret_headers' must be an array of header names", where);
+	json_array_foreach(secret, i, v)
+		if (!json_is_string(v) || !json_object_get(headers, json_string_value(v)))
+			FAIL("%s: 'callback.secret_headers' item %zu must name one of 'callback.headers'",
+			     where, i);
 	t->headers = calloc(json_object_size(headers) + 1, sizeof(*t->headers));
+	if (!t->url || !t->headers)
+		FAIL("%s: out of memory", where);
 	json_object_foreach(headers, k, v) {
 		if (!json_is_string(v) || strpbrk(k, "\r\n:") ||
 		    strpbrk(json_string_value(v), "\r\n"))
@@ -91,8 +124,8 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 		t->headers[t->n_headers].name = strdup(k);
 		t->headers[t->n_headers].value = strdup(json_string_value(v));
 		t->n_headers++;
-		/* Header values are usually credentials: never logged. */
-		sr__secret_register(json_string_value(v));
+		if (secret_header_name(k, secret))
+			sr__secret_register(json_string_value(v));
 	}
 	t->timeout_ms = DEFAULT_CALLBACK_TIMEOUT_MS;
 	if (timeout) {
@@ -170,7 +203,10 @@ int sr__tools_parse(json_t *array, const char *origin, sr__toolset **out,
 	if (!json_is_array(array))
 		FAIL("%s: expected a JSON array of tool specs", origin);
 	set = calloc(1, sizeof(*set));
-	set->tools = calloc(json_array_size(array) + 1, sizeof(*set->tools));
+	if (!set || !(set->tools = calloc(json_array_size(array) + 1, sizeof(*set->tools)))) {
+		free(set);
+		FAIL("%s: out of memory", origin);
+	}
 	json_array_foreach(array, i, spec) {
 		sr__tool *t = &set->tools[set->n++];
 		if (parse_tool(spec, i, origin, t, err, errlen) != SR_OK) {

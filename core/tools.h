@@ -42,7 +42,9 @@ typedef struct sr__toolset {
 
 /* Parse a tools file (a JSON array of specs). On error returns SR_EINVAL
  * and writes a message naming the file, the tool and the field into err.
- * Header values are registered as secrets. */
+ * The values of credential headers (Authorization, Cookie, names with
+ * "auth", "token", "key", "secret", "password" or "signature", and those
+ * listed in callback.secret_headers) are registered as secrets. */
 int sr__tools_load(const char *path, sr__toolset **out, char *err,
 		   size_t errlen);
 int sr__tools_parse(json_t *array, const char *origin, sr__toolset **out,

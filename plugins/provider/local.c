@@ -112,6 +112,37 @@ static char *find_in_path(const char *name)
 	return found;
 }
 
+/* Whether execvp would find name with the PATH of envp, from cwd: under
+ * bubblewrap a missing program is only bwrap's exit status 1, so it is
+ * looked for first, to fail as a direct spawn does (SR_ENOTFOUND, which
+ * sandrun exec reports as 127). */
+static int program_exists(const char *name, char *const *envp, const char *cwd)
+{
+	const char *path = "/bin:/usr/bin";
+	char buf[4096], *copy, *dir, *save;
+	int found = 0;
+
+	if (strchr(name, '/')) {
+		if (name[0] != '/' && cwd)
+			snprintf(buf, sizeof(buf), "%s/%s", cwd, name);
+		else
+			snprintf(buf, sizeof(buf), "%s", name);
+		return access(buf, X_OK) == 0;
+	}
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], "PATH=", 5) == 0)
+			path = envp[i] + 5;
+	if (!(copy = strdup(path)))
+		return 1; /* let the spawn decide */
+	for (dir = strtok_r(copy, ":", &save); dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		snprintf(buf, sizeof(buf), "%s/%s", *dir ? dir : ".", name);
+		found = access(buf, X_OK) == 0;
+	}
+	free(copy);
+	return found;
+}
+
 static int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[4096];
@@ -1233,6 +1264,9 @@ static int l_exec(void *self, uint64_t req, const char *id,
 	if (!lp->unconfined) {
 		pre = confine_args(lp, dir, spec->cwd ? spec->cwd : ws, off,
 				   n_paths ? spec->host_paths : NULL, n_paths, argv);
+	} else if (off && !program_exists(spec->argv[0], envp, spec->cwd ? spec->cwd : ws)) {
+		rc = SR_ENOTFOUND;
+		goto out;
 	} else if (off) {
 		argv[pre++] = lp->bwrap;
 		argv[pre++] = "--dev-bind";

@@ -6,9 +6,9 @@
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 S=$SANDRUN_BIN
 dir=${SANDRUN_HARNESS_DIR:-}/$HARNESS
+command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
 if [ -z "${SANDRUN_HARNESS_DIR:-}" ] || [ ! -x "$dir/node_modules/.bin/$BIN" ]; then
-	echo "SKIP: the $HARNESS adapter is not installed in \$SANDRUN_HARNESS_DIR/$HARNESS (scripts/check installs it with 'sandrun install-harness $HARNESS')"
-	exit 77
+	missing "the $HARNESS adapter is not installed in \$SANDRUN_HARNESS_DIR/$HARNESS (scripts/check installs it with 'sandrun install-harness $HARNESS')"
 fi
 export SANDRUN_RUNNER_HARNESSES=claude,codex,pi
 export "SANDRUN_HARNESS_$(echo "$HARNESS" | tr a-z A-Z)_INSTALL_DIR=$dir"

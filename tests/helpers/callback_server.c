@@ -8,6 +8,10 @@
  *   long     150,000 bytes of plain text
  *   plain    the plain-text body "plain answer"
  *   err500   HTTP 500 "boom"
+ *   hangup   closes the connection without an answer
+ *   badutf8  the plain-text body "ok \xff\xfe end" (not UTF-8)
+ *   err500u  HTTP 500: 499 'x' then "\xc3\xa9" (the 500th byte is cut
+ *            inside a character by a 500-byte quote)
  *   other    "ok"
  * Every call is appended to the log file (--log FILE) as "CALL_ID TOOL",
  * so a test can count executions. Prints {"url":"http://127.0.0.1:PORT/"}
@@ -82,6 +86,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		json_int_t ms = json_integer_value(json_object_get(args, "ms"));
 		usleep((useconds_t)(ms > 0 ? ms : 2000) * 1000);
 	}
+	if (strcmp(tool, "hangup") == 0) {
+		json_decref(call);
+		return MHD_NO;
+	}
 	if (strcmp(tool, "echo") == 0) {
 		json_t *r = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
 				      json_string_value(json_object_get(args, "text")) ?
@@ -106,6 +114,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 		json_decref(call);
 		text = strdup("plain answer");
 		return reply(c, 200, text, strlen(text), "text/plain");
+	} else if (strcmp(tool, "badutf8") == 0) {
+		json_decref(call);
+		text = strdup("ok \xff\xfe end");
+		return reply(c, 200, text, strlen(text), "text/plain");
+	} else if (strcmp(tool, "err500u") == 0) {
+		json_decref(call);
+		text = malloc(502);
+		memset(text, 'x', 499);
+		memcpy(text + 499, "\xc3\xa9", 3);
+		return reply(c, 500, text, 501, "text/plain");
 	} else if (strcmp(tool, "err500") == 0) {
 		json_decref(call);
 		text = strdup("boom");

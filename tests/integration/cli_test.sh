@@ -32,6 +32,12 @@ SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 test "$(grep -c 'bad_major.la: rejected: declares ABI 3.0' "$T/err")" -eq 1 &&
 	ok "rejection logged as one line" || fail "rejection logged as one line"
 
+# A provider whose create fails at once (returns an error, no callback).
+SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" SANDRUN_RUNNER_PROVIDER=failing \
+	expect "a create that fails at once is a failure" 1 "$S" sandbox create
+test ! -s "$T/out" && ok "nothing printed as the new id" || fail "nothing printed as the new id"
+grep_in "the failure is named" "$T/err" "create: "
+
 expect "doctor passes" 0 "$S" doctor
 grep_in "doctor checks the provider" "$T/out" "\[ok  \] provider local"
 SANDRUN_RUNNER_PROVIDER=nosuch expect "doctor fails on a missing provider" 1 "$S" doctor
@@ -62,6 +68,9 @@ expect "bad --network value" 2 "$S" exec --network maybe -- true
 if command -v bwrap >/dev/null; then
 	expect "network off" 0 "$S" exec --network off -- cat /proc/net/dev
 	test "$(grep -c ':' "$T/out")" -eq 1 && ok "only loopback" || fail "only loopback"
+	expect "network off: a missing program" 127 "$S" exec --network off -- /nonexistent
+	expect "network off: a missing program in PATH" 127 "$S" exec --network off -- no-such-program-here
+	expect "network off: exit codes pass through" 7 "$S" exec --network off -- sh -c 'exit 7'
 else
 	echo "skip - network off: bubblewrap not installed (.ci/run installs it)"
 fi

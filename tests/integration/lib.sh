@@ -31,6 +31,17 @@ grep_in() {
 		sed 's/^/  | /' "$2" | head -20
 	fi
 }
+# missing WHAT: a test cannot run because WHAT (an adapter, a peer) is
+# absent: a skip (exit 77), but with CI=true a failure, so that CI never
+# passes on tests that did not run.
+missing() {
+	if [ "${CI:-}" = true ]; then
+		echo "FAIL: $1 (CI=true: a missing adapter or peer is a failure, not a skip)"
+		exit 1
+	fi
+	echo "SKIP: $1"
+	exit 77
+}
 finish() {
 	echo "# $checks checks, $failed failed"
 	[ "$failed" -eq 0 ]

@@ -2,17 +2,12 @@
 # The official MCP TypeScript SDK client against sandrun-shim (stdio) and
 # the loopback server (Streamable HTTP with the bearer). Needs the SDK in
 # $SANDRUN_NPM_DIR (scripts/check installs it); skips with a reason when
-# it is absent.
+# it is absent, and fails when CI=true.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 check="$SANDRUN_SRCDIR/tests/peers/mcp_sdk_check.mjs"
-if ! command -v node >/dev/null; then
-	echo "SKIP: node is not installed (scripts/check installs it)"
-	exit 77
-fi
-if [ ! -f "${SANDRUN_NPM_DIR:-/nonexistent}/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
-	echo "SKIP: @modelcontextprotocol/sdk is not installed in SANDRUN_NPM_DIR='${SANDRUN_NPM_DIR:-}' (scripts/check installs it)"
-	exit 77
-fi
+command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
+[ -f "${SANDRUN_NPM_DIR:-/nonexistent}/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
+	missing "@modelcontextprotocol/sdk is not installed in SANDRUN_NPM_DIR='${SANDRUN_NPM_DIR:-}' (scripts/check installs it)"
 serve_tools --mcp-http
 echo "# SDK $(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$SANDRUN_NPM_DIR/node_modules/@modelcontextprotocol/sdk/package.json" | head -n 1)"
 

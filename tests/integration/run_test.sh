@@ -31,6 +31,24 @@ gate "tools with a strict restricted network" tools_bypass_network --network off
 gate "MCP servers on pi" mcp_unsupported --harness pi --mcp-servers "$T/ok.json" hi
 gate "reserved MCP server name" mcp_server_reserved --mcp-servers "$T/reserved.json" hi
 gate "private MCP URL" mcp_url_refused --mcp-servers "$T/private.json" hi
+printf '[{"name":"shell","command":"/bin/sh","args":["-c","id"],"env":[]}]' >"$T/stdio.json"
+gate "a user MCP server that launches a command" mcp_server_stdio --mcp-servers "$T/stdio.json" hi
+# A name that resolves to a private or loopback address (this machine's
+# name usually does; checked first).
+me=$(hostname)
+case "$(getent ahosts "$me" 2>/dev/null | awk 'NR == 1 { print $1 }')" in
+127.*|10.*|192.168.*|172.1[6-9].*|172.2[0-9].*|172.3[01].*|::1|fe80:*)
+	printf '[{"name":"me","type":"http","url":"https://%s/mcp","headers":[]}]' "$me" >"$T/me.json"
+	gate "an MCP host name resolving to a private address" mcp_url_refused --mcp-servers "$T/me.json" hi
+	grep_in "the address is named" "$T/out" "resolves to"
+	SANDRUN_RUNNER_MCP_ALLOW_HOSTS="other.example,$me" expect "an allow-listed host passes the plan" 6 \
+		"$S" run --json --mcp-servers "$T/me.json" hi
+	;;
+*) echo "skip - $me does not resolve to a private address here" ;;
+esac
+SANDRUN_RUNNER_MCP_ALLOW_HOSTS=10.1.2.3 expect "the allow-list is configurable" 6 \
+	"$S" run --json --mcp-servers "$T/private.json" hi
+grep -q mcp_url_refused "$T/out" && fail "allow-listed host refused" || ok "allow-listed host not refused"
 gate "unknown session" unknown_session --session ses-0000000000000000 hi
 gate "bad session id" unknown_session --session ../../etc hi
 gate "invalid tools file" tools_invalid --tools "$T/bad-tools.json" hi

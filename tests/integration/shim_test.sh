@@ -51,6 +51,17 @@ line 0 | grep -q '"text":"zero"' && ok "id 0 call answered" || fail "id 0 call a
 grep -F '"id":"s",' "$T/mcp.out" | grep -q -- '-32602' && ok "unknown tool -32602" || fail "unknown tool -32602"
 test "$(wc -l <"$T/mcp.out")" -eq 9 && ok "notification not answered" || fail "notification not answered ($(wc -l <"$T/mcp.out") lines)"
 
+# Names of non-ASCII characters, quoted in errors cut at a byte count: every
+# request is still answered.
+e=$(printf '\303\251')
+# 'a' first: a quote of an even number of bytes cuts a character.
+long=a$(for _ in $(seq 150); do printf '%s' "$e"; done)
+printf '%s\n' \
+ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$long\"}" \
+ "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"$long\"}}" | mcp
+line 1 | grep -q '"code":-32601' && ok "non-ASCII method answered" || fail "non-ASCII method answered"
+line 2 | grep -q -- '-32602' && ok "non-ASCII tool answered" || fail "non-ASCII tool answered"
+
 # pagination
 printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' \
  '{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"4"}}' \

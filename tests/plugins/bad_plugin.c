@@ -1,5 +1,7 @@
 /* One source, many broken plugins: each -D builds a descriptor that breaks
- * one loader rule (see loader_test.c). Without any, a valid tunnel. */
+ * one loader rule (see loader_test.c). Without any, a valid tunnel.
+ * FAILING builds a valid provider ("failing") whose create returns an
+ * error at once, without calling back, as the ABI allows. */
 #include <stddef.h>
 
 #include "sandrun/plugin.h"
@@ -32,7 +34,17 @@ __attribute__((unused)) static int t_doctor(void *self, sr_done_fn done, void *u
 	return t_host->complete(t_host, done, ud, &r);
 }
 
-#if defined(SMALL_OPS)
+#if defined(FAILING)
+static int f_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
+		    sr_done_fn done, void *ud)
+{
+	(void)self; (void)req; (void)spec; (void)done; (void)ud;
+	return SR_EIO;
+}
+
+static const sr_provider_ops ops = { .size = sizeof(sr_provider_ops),
+				     .create = f_create };
+#elif defined(SMALL_OPS)
 /* Declares a table too small to hold even its first operation. */
 static const sr_tunnel_ops ops = { .size = sizeof(uint32_t) };
 #elif defined(NULL_OPS)
@@ -68,7 +80,7 @@ static const sr_plugin_descriptor desc = {
 #endif
 #if defined(BAD_KIND)
 	.kind = 9,
-#elif defined(NULL_OPS)
+#elif defined(NULL_OPS) || defined(FAILING)
 	.kind = SR_PLUGIN_PROVIDER,
 #else
 	.kind = SR_PLUGIN_TUNNEL,
@@ -81,6 +93,8 @@ static const sr_plugin_descriptor desc = {
 	.name = "hollow",
 #elif defined(SHORT_DESC)
 	.name = "short",
+#elif defined(FAILING)
+	.name = "failing",
 #else
 	.name = "broken",
 #endif

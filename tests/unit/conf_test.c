@@ -178,3 +178,50 @@ Test(conf, unknown_section_is_a_warning)
 		  "got: %s", t_log_text());
 	sr__ctx_cleanup(&ctx);
 }
+
+/* Debian's libinih reads lines of at most 200 bytes. */
+Test(conf, a_300_character_value_is_read_whole)
+{
+	sr__config *c = sr__config_new();
+	char text[1200], value[301], comment[400];
+	const char *p;
+
+	memset(value, 'v', 300);
+	value[300] = 0;
+	memset(comment, 'c', 299);
+	comment[299] = 0;
+	snprintf(text, sizeof(text),
+		 "[provider.x]\n; %s\nlong = %s   ; a comment\nafter = 1\nspaced = %s  \n", comment,
+		 value, value);
+	p = t_write(dir, "long.conf", text);
+	cr_assert_eq(sr__config_load(c, p), SR_OK, "log: %s", t_log_text());
+	cr_assert_str_eq(sr__config_get(c, "provider.x", "long"), value);
+	cr_assert_str_eq(sr__config_get(c, "provider.x", "spaced"), value);
+	cr_assert_str_eq(sr__config_get(c, "provider.x", "after"), "1");
+	sr__config_free(c);
+}
+
+Test(conf, a_long_line_keeps_the_line_numbers_right)
+{
+	sr__config *c = sr__config_new();
+	char text[1200], value[301], expect[512];
+	const char *p;
+	sr__runner_conf rc;
+
+	memset(value, 'v', 300);
+	value[300] = 0;
+	snprintf(text, sizeof(text), "[runner]\nstate_dir = /%s\nprovder = x\n", value);
+	p = t_write(dir, "long2.conf", text);
+	cr_assert_eq(sr__config_load(c, p), SR_OK, "log: %s", t_log_text());
+	sr__config_runner(c, &rc);
+	snprintf(expect, sizeof(expect), "%s:3: [runner] unknown key 'provder'", p);
+	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
+	sr__config_free(c);
+	c = sr__config_new();
+	snprintf(text, sizeof(text), "[runner]\nprovider = local\nnot ini but long %s\n", value);
+	p = t_write(dir, "long3.conf", text);
+	cr_assert_eq(sr__config_load(c, p), SR_EINVAL);
+	snprintf(expect, sizeof(expect), "%s:3: syntax error", p);
+	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
+	sr__config_free(c);
+}

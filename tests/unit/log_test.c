@@ -48,3 +48,23 @@ Test(log, clear_forgets_secrets)
 	cr_assert_str_eq(s, "s3cr3t-value");
 	free(s);
 }
+
+Test(log, json_is_redacted_in_its_strings_not_its_text)
+{
+	json_t *ev = json_pack("{s:s, s:b, s:s, s:[s]}", "type", "tool.result", "is_error", 1,
+			       "text", "the word true and xtruex", "list", "true");
+	json_t *clean;
+	char *text;
+
+	sr__secret_register("true");
+	clean = sr__redact_json(ev);
+	text = json_dumps(clean, JSON_COMPACT | JSON_SORT_KEYS);
+	cr_assert_str_eq(text, "{\"is_error\":true,\"list\":[\"[REDACTED]\"],"
+			 "\"text\":\"the word [REDACTED] and x[REDACTED]x\",\"type\":\"tool.result\"}");
+	cr_assert(json_is_true(json_object_get(ev, "is_error")));
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "text")), "the word true and xtruex",
+			 "the original was changed");
+	free(text);
+	json_decref(clean);
+	json_decref(ev);
+}

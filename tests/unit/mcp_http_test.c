@@ -35,7 +35,11 @@ static void setup(void)
 		 "[{\"name\":\"echo\",\"permission\":\"allow\",\"input_schema\":{\"type\":\"object\"},"
 		 "\"callback\":{\"url\":\"%s\"}},"
 		 "{\"name\":\"fail\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
-		 "{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"}]", url, url);
+		 "{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"},"
+		 "{\"name\":\"blocked\",\"permission\":\"deny\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"needy\",\"permission\":\"allow\",\"input_schema\":{\"type\":\"object\","
+		 "\"required\":[\"text\"]},\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"careful\",\"callback\":{\"url\":\"%s\"}}]", url, url, url, url, url);
 	arr = json_loads(text, 0, NULL);
 	cr_assert_eq(sr__tools_parse(arr, "test", &tools, err, sizeof(err)), SR_OK, "%s", err);
 	json_decref(arr);
@@ -67,6 +71,7 @@ TestSuite(mcp_http, .init = setup, .fini = teardown, .timeout = 30);
 static sr__wait w;
 static int http_status;
 static json_t *body;
+static const char *scheme = "Bearer"; /* of the Authorization header */
 
 /* POST (or another method) to the server; fills http_status and body. */
 static void send_req(const char *method, const char *path, const char *auth,
@@ -82,7 +87,7 @@ static void send_req(const char *method, const char *path, const char *auth,
 	snprintf(u, sizeof(u), "%.*s%s", (int)(strlen(sr__mcp_http_url(mcp)) - 4),
 		 sr__mcp_http_url(mcp), path);
 	if (auth) {
-		snprintf(bearer, sizeof(bearer), "Bearer %s", auth);
+		snprintf(bearer, sizeof(bearer), "%s %s", scheme, auth);
 		headers[n].name = "Authorization";
 		headers[n++].value = bearer;
 	}
@@ -253,7 +258,7 @@ Test(mcp_http, tools_list_and_calls_go_through_the_relay)
 	json_t *result;
 
 	post("{\"jsonrpc\":\"2.0\",\"id\":\"L\",\"method\":\"tools/list\"}");
-	cr_assert_eq(json_array_size(json_object_get(json_object_get(body, "result"), "tools")), 3);
+	cr_assert_eq(json_array_size(json_object_get(json_object_get(body, "result"), "tools")), 6);
 	post("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
 	     "\"arguments\":{\"text\":\"over http\"}}}");
 	result = json_object_get(body, "result");
@@ -296,5 +301,56 @@ Test(mcp_http, a_batch_is_answered_in_order_without_notifications)
 Test(mcp_http, the_token_never_reaches_a_log_line)
 {
 	sr__log(SR_LOG_ERROR, "test", "token is %s", sr__mcp_http_token(mcp));
+	/* The line is there, with the token replaced. */
+	cr_assert(strstr(t_log_text(), "token is [REDACTED]"), "log: %s", t_log_text());
 	cr_assert(strstr(t_log_text(), sr__mcp_http_token(mcp)) == NULL);
+}
+
+/* A 200 whose body is a JSON-RPC result for id: what SDK clients need. */
+static json_t *result_of(json_t *id)
+{
+	cr_assert_eq(http_status, 200);
+	cr_assert_not_null(body, "200 with an empty or non-JSON body");
+	cr_assert(json_equal(json_object_get(body, "id"), id), "wrong id");
+	cr_assert(json_is_object(json_object_get(body, "result")), "no result");
+	return json_object_get(body, "result");
+}
+
+Test(mcp_http, calls_that_finish_at_once_get_a_json_answer)
+{
+	json_t *id;
+
+	post("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"blocked\"}}");
+	id = json_integer(7);
+	cr_assert(json_is_true(json_object_get(result_of(id), "isError")), "a denial is a tool error");
+	json_decref(id);
+	post("{\"jsonrpc\":\"2.0\",\"id\":\"m\",\"method\":\"tools/call\",\"params\":{\"name\":\"needy\"}}");
+	id = json_string("m");
+	cr_assert(json_is_true(json_object_get(result_of(id), "isError")));
+	json_decref(id);
+	post("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"pick\"}}");
+	id = json_integer(8);
+	cr_assert_not(json_is_true(json_object_get(result_of(id), "isError")), "paused is not an error");
+	json_decref(id);
+	/* --deny-all */
+	sr__relay_set_ask_policy(relay, SR_ASK_DENY);
+	post("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"careful\"}}");
+	id = json_integer(9);
+	result_of(id);
+	json_decref(id);
+	cr_assert_eq(t_count_lines(calls_log), 0);
+}
+
+Test(mcp_http, the_bearer_scheme_is_case_insensitive)
+{
+	scheme = "bearer";
+	post("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	cr_assert_eq(http_status, 200);
+	scheme = "BEARER ";
+	post("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	cr_assert_eq(http_status, 200);
+	scheme = "Basic";
+	post("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	cr_assert_eq(http_status, 401);
+	scheme = "Bearer";
 }

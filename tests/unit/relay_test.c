@@ -34,8 +34,10 @@ static void load_tools(const char *extra)
 		 "{\"name\":\"refused\",\"permission\":\"allow\",\"callback\":{\"url\":\"http://127.0.0.1:1/\"}},"
 		 "{\"name\":\"blocked\",\"permission\":\"deny\",\"callback\":{\"url\":\"%s\"}},"
 		 "{\"name\":\"careful\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"badutf8\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
+		 "{\"name\":\"err500u\",\"permission\":\"allow\",\"callback\":{\"url\":\"%s\"}},"
 		 "{\"name\":\"pick\",\"kind\":\"client\",\"permission\":\"allow\"}%s]",
-		 url, url, url, url, url, url, url, extra);
+		 url, url, url, url, url, url, url, url, url, extra);
 	arr = json_loads(text, 0, NULL);
 	cr_assert_eq(sr__tools_parse(arr, "test", &tools, err, sizeof(err)), SR_OK, "%s", err);
 	json_decref(arr);
@@ -518,4 +520,252 @@ Test(relay, in_process_calls_take_the_same_path)
 	cr_assert(relay_empty());
 	json_decref(inproc);
 	json_decref(args);
+}
+
+static int count_files(const char *d, const char *suffix)
+{
+	char cmd[4400];
+	FILE *p;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A %s | grep -c '%s$'", d, suffix);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	cr_assert_eq(fscanf(p, "%d", &n), 1);
+	pclose(p);
+	return n;
+}
+
+Test(relay, freeing_with_several_calls_in_flight_abandons_them_all)
+{
+	start_relay(SR_ASK_WAIT);
+	request("f1", "slow", "{\"ms\":600}");
+	request("f2", "slow", "{\"ms\":600}");
+	request("f3", "slow", "{\"ms\":600}");
+	run_for(150);
+	cr_assert_eq(sr__relay_in_flight(relay), 3);
+	sr__relay_free(relay);
+	relay = NULL;
+	/* Past the tools' 300 ms timeout: nothing may answer now. */
+	run_for(600);
+	cr_assert_eq(count_files(relay_dir, ".res"), 0, "a call answered after the free");
+	cr_assert_eq(count_files(journal, ".claim"), 3, "the claims must stay for a restart");
+}
+
+Test(relay, a_callback_that_fails_at_once_is_answered)
+{
+	json_t *res;
+
+	sr__tools_free(tools);
+	load_tools(",{\"name\":\"badurl\",\"permission\":\"allow\",\"callback\":{\"url\":\"http://127.0.0.1:1/a b\"}}");
+	start_relay(SR_ASK_WAIT);
+	request("n1", "badurl", "{}");
+	res = response("n1");
+	cr_assert(is_error(res));
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
+	json_decref(res);
+}
+
+Test(relay, answers_that_are_not_utf8_are_still_answered)
+{
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	request("u8a", "badutf8", "{}");
+	res = response("u8a");
+	cr_assert_str_eq(status(res), "ok");
+	cr_assert_str_eq(first_text(res), "ok \xef\xbf\xbd\xef\xbf\xbd end");
+	json_decref(res);
+	request("u8b", "err500u", "{}");
+	res = response("u8b");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "HTTP 500: xxx"), "%s", first_text(res));
+	json_decref(res);
+}
+
+Test(relay, a_long_non_ascii_tool_name_is_answered)
+{
+	char name[400] = "a", id[] = "u8c";
+	json_t *res;
+
+	/* 'a' and 150 two-byte characters: a 100-byte quote cuts one. */
+	for (int i = 0; i < 150; i++)
+		strcat(name, "\xc3\xa9");
+	start_relay(SR_ASK_WAIT);
+	request(id, name, "{}");
+	res = response(id);
+	cr_assert_str_eq(status(res), "error");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "unknown tool"));
+	json_decref(res);
+}
+
+Test(relay, a_failing_callback_is_named_by_its_tool_not_its_url)
+{
+	char extra[600];
+	const char *port = strrchr(url, ':') + 1;
+	json_t *res;
+
+	/* The callback server closes the connection: "Empty reply". */
+	snprintf(extra, sizeof(extra),
+		 ",{\"name\":\"hangup\",\"permission\":\"allow\",\"callback\":"
+		 "{\"url\":\"http://user:pa55word@127.0.0.1:%.*s/x?key=s3cr3tq\"}}",
+		 (int)strcspn(port, "/"), port);
+	sr__tools_free(tools);
+	load_tools(extra);
+	start_relay(SR_ASK_WAIT);
+	request("h1", "hangup", "{}");
+	res = response("h1");
+	cr_assert(is_error(res));
+	cr_assert_eq(t_count_lines(calls_log), 1, "the callback was not reached");
+	cr_assert(strstr(first_text(res), "tool 'hangup'"), "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "pa55word") == NULL, "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "s3cr3tq") == NULL, "%s", first_text(res));
+	cr_assert(strstr(first_text(res), "127.0.0.1") == NULL, "%s", first_text(res));
+	cr_assert(strstr(t_log_text(), "pa55word") == NULL, "log: %s", t_log_text());
+	cr_assert(strstr(t_log_text(), "s3cr3tq") == NULL, "log: %s", t_log_text());
+	json_decref(res);
+}
+
+static int count_events(const char *type)
+{
+	size_t i;
+	json_t *e;
+	int n = 0;
+
+	json_array_foreach(events, i, e)
+		n += strcmp(json_string_value(json_object_get(e, "type")), type) == 0;
+	return n;
+}
+
+Test(relay, a_request_withdrawn_before_it_is_taken_is_neither_run_nor_answered)
+{
+	char path[4400];
+
+	start_relay(SR_ASK_WAIT);
+	/* The watch saw w1.req appear, but the shim withdrew it (unlink)
+	 * before the runner took it. */
+	request("w1", "echo", "{\"text\":\"late\"}");
+	snprintf(path, sizeof(path), "%s/w1.req", relay_dir);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(sr__relay_take(relay, "w1.req"), SR_OK);
+	run_for(300);
+	cr_assert_not(exists("w1.res"), "a withdrawn request was answered");
+	cr_assert_eq(t_count_lines(calls_log), 0);
+	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
+}
+
+Test(relay, a_taken_request_can_no_longer_be_withdrawn)
+{
+	char path[4400];
+
+	start_relay(SR_ASK_WAIT);
+	request("w2", "slow", "{\"ms\":100}");
+	run_for(50);
+	cr_assert_eq(sr__relay_in_flight(relay), 1);
+	/* What the shim does at its timeout: this unlink must fail, so it
+	 * reports "no answer in time", not "withdrawn". */
+	snprintf(path, sizeof(path), "%s/w2.req", relay_dir);
+	cr_assert_neq(unlink(path), 0);
+	json_decref(response("w2"));
+}
+
+Test(relay, a_non_empty_directory_is_answered_once)
+{
+	char sub[4400];
+	json_t *res;
+
+	snprintf(sub, sizeof(sub), "%s/d1.req", relay_dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	t_write(sub, "inside", "x");
+	snprintf(sub, sizeof(sub), "%s/bad id.req", relay_dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	t_write(sub, "inside", "x");
+	start_relay(SR_ASK_WAIT);
+	res = response("d1");
+	cr_assert(strstr(json_string_value(json_object_get(res, "error")), "not a regular file"));
+	json_decref(res);
+	/* Several safety scans (every 200 ms here) later: */
+	run_for(700);
+	cr_assert_not(exists("d1.res"), "answered again");
+	cr_assert_not(exists("d1.req"));
+	cr_assert_eq(count_events("tool.result"), 1);
+	cr_assert_eq(count_events("relay.rejected"), 2, "d1 once, 'bad id' once");
+}
+
+#include <sys/resource.h>
+
+static void file_size_limit(rlim_t bytes)
+{
+	struct rlimit rl;
+
+	cr_assert_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+	rl.rlim_cur = bytes;
+	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static int claimed(const char *id)
+{
+	char path[4400];
+
+	snprintf(path, sizeof(path), "%s/%s.claim", journal, id);
+	return access(path, F_OK) == 0;
+}
+
+/* A full disk, made by a file size limit of 10 bytes for this process:
+ * writing the response fails with EFBIG until the limit is lifted. */
+Test(relay, a_response_that_cannot_be_written_is_retried_with_its_claim_kept)
+{
+	json_t *res;
+
+	signal(SIGXFSZ, SIG_IGN);
+	start_relay(SR_ASK_WAIT);
+	request("df1", "echo", "{\"text\":\"kept\"}");
+	file_size_limit(10);
+	run_for(400);
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	cr_assert_not(exists("df1.res"));
+	cr_assert(claimed("df1"), "the claim went before the answer was published");
+	cr_assert_eq(count_events("tool.result"), 0, "a result was reported before it was published");
+	cr_assert_eq(sr__relay_in_flight(relay), 1);
+	file_size_limit(RLIM_INFINITY);
+	res = response("df1");
+	cr_assert_str_eq(first_text(res), "kept");
+	cr_assert_not(claimed("df1"));
+	cr_assert_eq(count_events("tool.result"), 1);
+	cr_assert_eq(t_count_lines(calls_log), 1, "the tool ran again");
+	json_decref(res);
+}
+
+Test(relay, a_response_that_is_never_written_is_reported_not_dropped)
+{
+	sr__relay_opts o = { 0 };
+	char err[300];
+	json_t *ev = NULL, *e;
+	size_t i;
+
+	signal(SIGXFSZ, SIG_IGN);
+	o.dir = relay_dir;
+	o.journal = journal;
+	o.tools = tools;
+	o.guard = &guard;
+	o.poll_ms = 200;
+	o.publish_attempts = 3;
+	o.event = on_event;
+	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK, "%s", err);
+	cr_assert_eq(sr__relay_start(relay), SR_OK);
+	request("df2", "echo", "{\"text\":\"lost\"}");
+	file_size_limit(10);
+	run_for(600);
+	file_size_limit(RLIM_INFINITY);
+	json_array_foreach(events, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "type")), "tool.result") == 0)
+			ev = e;
+	cr_assert_not_null(ev, "no tool.result");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "status")), "error");
+	cr_assert(json_is_true(json_object_get(ev, "is_error")));
+	cr_assert(strstr(json_string_value(json_object_get(ev, "error")), "could not be published"));
+	cr_assert(strstr(t_log_text(), "could not be published"), "not logged");
+	cr_assert(claimed("df2"), "the claim must stay for a restart");
+	cr_assert_eq(sr__relay_in_flight(relay), 0);
 }

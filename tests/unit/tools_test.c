@@ -239,3 +239,34 @@ Test(relay_ids, only_the_safe_alphabet_up_to_128)
 	cr_assert_eq(sr_relay_id_of("a b.req", ".req"), 0);
 	cr_assert_eq(sr_relay_id_of(".req", ".req"), 0);
 }
+
+static int redacted(const char *value)
+{
+	char *s = sr__redact(value);
+	int r = strcmp(s, "[REDACTED]") == 0;
+
+	free(s);
+	return r;
+}
+
+Test(tools, only_credential_headers_become_secrets)
+{
+	cr_assert_eq(parse("[{\"name\":\"a\",\"callback\":{\"url\":\"http://x/\",\"headers\":{"
+			   "\"Authorization\":\"Bearer sk-1234\",\"X-Api-Key\":\"k-5678\","
+			   "\"Cookie\":\"sid=abcd\",\"X-Custom\":\"hush-hush\","
+			   "\"Accept\":\"application/json\",\"X-Tenant\":\"true\"},"
+			   "\"secret_headers\":[\"X-Custom\"]}}]"), SR_OK, "%s", err);
+	cr_assert(redacted("Bearer sk-1234"));
+	cr_assert(redacted("k-5678"));
+	cr_assert(redacted("sid=abcd"));
+	cr_assert(redacted("hush-hush"), "a listed header is a secret");
+	cr_assert_not(redacted("application/json"), "Accept is not a secret");
+	cr_assert_not(redacted("true"), "X-Tenant is not a secret");
+}
+
+Test(tools, secret_headers_must_name_configured_headers)
+{
+	cr_assert_eq(parse("[{\"name\":\"a\",\"callback\":{\"url\":\"http://x/\",\"headers\":{"
+			   "\"X-A\":\"v\"},\"secret_headers\":[\"X-B\"]}}]"), SR_EINVAL);
+	cr_assert(strstr(err, "'callback.secret_headers' item 0"), "%s", err);
+}

@@ -1,0 +1,115 @@
+/* core/plan.c: the gates on user MCP servers. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netdb.h>
+#include <string.h>
+
+#include "core/plan.h"
+#include "sandrun/plugin.h"
+
+static const char *code;
+static char msg[600];
+
+static int check_mcp(const char *servers)
+{
+	sr__plan p;
+	json_t *tools = json_pack("[s]", "mcp_http");
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	p.prompt = "hi";
+	p.provider_name = "local";
+	p.provider_loaded = 1;
+	p.harness_name = "h";
+	p.harness_loaded = 1;
+	p.harness_enabled = 1;
+	p.harness_tools = tools;
+	p.user_mcp = json_loads(servers, 0, NULL);
+	cr_assert_not_null(p.user_mcp);
+	code = NULL;
+	rc = sr__plan_check(&p, &code, msg, sizeof(msg));
+	json_decref(p.user_mcp);
+	json_decref(tools);
+	return rc;
+}
+
+Test(plan, an_mcp_server_that_launches_a_command_is_refused)
+{
+	cr_assert_eq(check_mcp("[{\"name\":\"x\",\"command\":\"/bin/sh\",\"args\":[\"-c\",\"id\"],\"env\":[]}]"),
+		     SR_EPERM);
+	cr_assert_str_eq(code, "mcp_server_stdio");
+	cr_assert(strstr(msg, "'x' launches a command"), "%s", msg);
+	/* A URL does not make a command acceptable. */
+	cr_assert_eq(check_mcp("[{\"name\":\"y\",\"url\":\"https://ok.example/\",\"command\":\"sh\"}]"),
+		     SR_EPERM);
+	cr_assert_str_eq(code, "mcp_server_stdio");
+	cr_assert_eq(check_mcp("[{\"name\":\"z\",\"type\":\"http\",\"url\":\"https://ok.example/mcp\","
+			       "\"headers\":[]}]"), SR_OK, "%s", msg);
+}
+
+static struct addrinfo *addr(const char *text, struct sockaddr_storage *ss,
+			     struct addrinfo *ai, struct addrinfo *next)
+{
+	memset(ai, 0, sizeof(*ai));
+	memset(ss, 0, sizeof(*ss));
+	if (strchr(text, ':')) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+		in6->sin6_family = AF_INET6;
+		cr_assert_eq(inet_pton(AF_INET6, text, &in6->sin6_addr), 1);
+		ai->ai_family = AF_INET6;
+		ai->ai_addrlen = sizeof(*in6);
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		cr_assert_eq(inet_pton(AF_INET, text, &in->sin_addr), 1);
+		ai->ai_family = AF_INET;
+		ai->ai_addrlen = sizeof(*in);
+	}
+	ai->ai_addr = (struct sockaddr *)ss;
+	ai->ai_next = next;
+	return ai;
+}
+
+Test(plan, resolved_addresses_must_all_be_public)
+{
+	struct sockaddr_storage s1, s2;
+	struct addrinfo a1, a2;
+	char why[600];
+
+	cr_assert(sr__plan_mcp_addrs_ok("https://ok.example/", addr("93.184.216.34", &s1, &a1, NULL),
+					why, sizeof(why)));
+	cr_assert_not(sr__plan_mcp_addrs_ok("https://evil.example/",
+					    addr("93.184.216.34", &s1, &a1, addr("10.0.0.5", &s2, &a2, NULL)),
+					    why, sizeof(why)));
+	cr_assert(strstr(why, "resolves to 10.0.0.5"), "%s", why);
+	cr_assert_not(sr__plan_mcp_addrs_ok("https://evil.example/", addr("::1", &s1, &a1, NULL),
+					    why, sizeof(why)));
+	cr_assert_not(sr__plan_mcp_addrs_ok("https://meta.example/", addr("169.254.169.254", &s1, &a1, NULL),
+					    why, sizeof(why)));
+	cr_assert_not(sr__plan_mcp_addrs_ok("https://gone.example/", NULL, why, sizeof(why)));
+	cr_assert(strstr(why, "cannot be resolved"), "%s", why);
+}
+
+Test(plan, only_names_outside_the_allow_list_are_resolved)
+{
+	const char *allow[] = { "intranet.example", NULL };
+	char host[256];
+
+	cr_assert(sr__plan_mcp_host_to_resolve("https://Docs.Example./mcp", allow, host, sizeof(host)));
+	cr_assert_str_eq(host, "Docs.Example");
+	cr_assert_not(sr__plan_mcp_host_to_resolve("https://intranet.example/mcp", allow, host,
+						   sizeof(host)));
+	cr_assert_not(sr__plan_mcp_host_to_resolve("https://93.184.216.34/mcp", allow, host,
+						   sizeof(host)));
+	cr_assert_not(sr__plan_mcp_host_to_resolve("https://[2001:db8::1]/mcp", allow, host,
+						   sizeof(host)));
+}
+
+Test(plan, the_allow_list_admits_a_private_host)
+{
+	const char *allow[] = { "10.1.2.3", NULL };
+	char why[400];
+
+	cr_assert_not(sr__plan_mcp_url_ok("https://10.1.2.3/mcp", NULL, why, sizeof(why)));
+	cr_assert(sr__plan_mcp_url_ok("https://10.1.2.3/mcp", allow, why, sizeof(why)));
+}
