@@ -51,6 +51,7 @@ typedef struct sr__runner_conf {
 	const char *state_dir;
 	int log_level;
 	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
+	unsigned callback_concurrency; /* tool callbacks at once per host:port */
 } sr__runner_conf;
 
 /* Fill rc from [runner], validating each value (SR_EINVAL on the first
