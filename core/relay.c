@@ -977,6 +977,10 @@ static void take_request(sr__relay *r, const char *name)
 	c->tool_name = strdup(tool);
 	c->args = args ? json_incref(args) : json_object();
 	json_decref(req);
+	if (!c->tool_name || !c->args) {
+		finish_error(c, "out of memory");
+		return;
+	}
 	dispatch(c);
 }
 
@@ -1246,6 +1250,10 @@ int sr__relay_call(sr__relay *r, const char *tool, json_t *args,
 	c->done_ud = ud;
 	c->tool_name = strdup(tool);
 	c->args = json_is_object(args) ? json_incref(args) : json_object();
+	if (!c->tool_name || !c->args) {
+		finish_error(c, "out of memory");
+		return SR_OK; /* answered (done ran) */
+	}
 	dispatch(c);
 	return SR_OK;
 }
