@@ -34,7 +34,7 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", "mcp_allow_hosts", NULL
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", NULL
 };
 
 sr__config *sr__config_new(void)
@@ -394,6 +394,16 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	if (rc->node_dir && rc->node_dir[0] != '/')
 		return sr__config_invalid(c, "runner", "node_dir",
 			"an absolute directory");
+	v = sr__config_get(c, "runner", "callback_concurrency");
+	rc->callback_concurrency = 16;
+	if (v) {
+		char *end = NULL;
+		unsigned long n = strtoul(v, &end, 10);
+		if (!*v || *end || n < 1 || n > 1024)
+			return sr__config_invalid(c, "runner", "callback_concurrency",
+				"a whole number from 1 to 1024");
+		rc->callback_concurrency = (unsigned)n;
+	}
 	rc->mcp_allow_hosts = sr__config_get(c, "runner", "mcp_allow_hosts");
 	if (!rc->mcp_allow_hosts)
 		rc->mcp_allow_hosts = "";

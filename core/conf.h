@@ -52,6 +52,7 @@ typedef struct sr__runner_conf {
 	const char *node_dir;   /* NULL: STATE_DIR/harness/node */
 	int log_level;
 	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
+	unsigned callback_concurrency; /* tool callbacks at once per host:port */
 } sr__runner_conf;
 
 /* Fill rc from [runner], validating each value (SR_EINVAL on the first

@@ -429,6 +429,9 @@ sr__http *sr__http_new(uv_loop_t *loop)
 	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
 	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer);
 	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+	/* Keep connections for reuse (keep-alive) beyond the default of 4
+	 * per running transfer, which falls to nothing between bursts. */
+	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, 128L);
 	return h;
 }
 

@@ -22,12 +22,14 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,8 +49,22 @@
 #define DEFAULT_PUBLISH_ATTEMPTS 10
 #define PUBLISH_BACKOFF_MS 50      /* doubled after each failure... */
 #define PUBLISH_BACKOFF_MAX_MS 2000 /* ...up to this */
+#define DEFAULT_PER_ENDPOINT 16     /* callbacks at once to one host:port */
+#define QUEUE_MAX 16384             /* calls waiting for one endpoint */
 
 typedef struct call call;
+
+/* A callback endpoint (scheme://host:port): at most max_per_endpoint
+ * callbacks run at once; the rest wait in a FIFO, each with its own
+ * timeout running. */
+typedef struct endpoint {
+	char key[300];
+	unsigned active;
+	size_t queued;
+	call *head, *tail;
+	int pumping;
+	struct endpoint *next;
+} endpoint;
 
 struct sr__relay {
 	sr__ctx *ctx;
@@ -58,6 +74,8 @@ struct sr__relay {
 	int ask_policy;
 	uint64_t ask_timeout_ms, poll_ms;
 	unsigned publish_attempts;
+	unsigned max_per_endpoint;
+	endpoint *endpoints;
 	void (*event)(void *ud, json_t *event);
 	void *ud;
 	uv_fs_event_t watch;
@@ -68,7 +86,7 @@ struct sr__relay {
 	call *calls;
 };
 
-enum call_state { CALL_NEW, CALL_ASKING, CALL_RUNNING, CALL_PUBLISHING };
+enum call_state { CALL_NEW, CALL_ASKING, CALL_QUEUED, CALL_RUNNING, CALL_PUBLISHING };
 
 struct call {
 	sr__relay *r;
@@ -81,6 +99,10 @@ struct call {
 	sr_http_call *http;
 	uv_timer_t *ask_timer;
 	uv_timer_t *retry_timer; /* publishing again after a failure */
+	uv_timer_t *queue_timer; /* its timeout while it waits for a slot */
+	endpoint *ep;            /* while queued or running a callback */
+	call *qnext;
+	uint64_t queued_at;
 	json_t *response;        /* being published */
 	unsigned attempts;
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
@@ -224,6 +246,94 @@ static void on_ask_timer_closed(uv_handle_t *h)
 	free(h);
 }
 
+/* ---------------------------------------------------------- endpoints */
+
+/* "scheme://host:port" of url, the host in lower case. */
+static void endpoint_key(const char *url, char *key, size_t n)
+{
+	const char *h = strstr(url, "://");
+	const char *end, *at;
+	size_t scheme, len, o;
+	int https = strncasecmp(url, "https", 5) == 0;
+
+	if (!h) {
+		snprintf(key, n, "%s", url);
+		return;
+	}
+	scheme = (size_t)(h - url);
+	h += 3;
+	end = h + strcspn(h, "/?#");
+	for (at = end; at > h && at[-1] != '@'; at--)
+		;
+	len = (size_t)(end - at);
+	o = (size_t)snprintf(key, n, "%.*s://", (int)scheme, url);
+	for (size_t i = 0; i < len && o + 1 < n; i++)
+		key[o++] = (char)tolower((unsigned char)at[i]);
+	key[o < n ? o : n - 1] = 0;
+	/* No port (an IPv6 literal ends in ']'): the scheme's. */
+	if (!memchr(at, ':', len) || at[len - 1] == ']')
+		snprintf(key + strlen(key), n - strlen(key), ":%s", https ? "443" : "80");
+}
+
+static endpoint *endpoint_for(sr__relay *r, const char *url)
+{
+	char key[300];
+	endpoint *ep;
+
+	endpoint_key(url, key, sizeof(key));
+	for (ep = r->endpoints; ep; ep = ep->next)
+		if (strcmp(ep->key, key) == 0)
+			return ep;
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return NULL;
+	snprintf(ep->key, sizeof(ep->key), "%s", key);
+	ep->next = r->endpoints;
+	r->endpoints = ep;
+	return ep;
+}
+
+static void free_endpoints(sr__relay *r)
+{
+	while (r->endpoints) {
+		endpoint *ep = r->endpoints;
+		r->endpoints = ep->next;
+		free(ep);
+	}
+}
+
+static void enqueue(call *c)
+{
+	endpoint *ep = c->ep;
+
+	c->qnext = NULL;
+	if (ep->tail)
+		ep->tail->qnext = c;
+	else
+		ep->head = c;
+	ep->tail = c;
+	ep->queued++;
+}
+
+static void dequeue(call *c)
+{
+	endpoint *ep = c->ep;
+	call *prev = NULL;
+
+	for (call *q = ep->head; q; prev = q, q = q->qnext)
+		if (q == c) {
+			if (prev)
+				prev->qnext = c->qnext;
+			else
+				ep->head = c->qnext;
+			if (ep->tail == c)
+				ep->tail = prev;
+			ep->queued--;
+			break;
+		}
+	c->qnext = NULL;
+}
+
 static void call_free(call *c)
 {
 	if (c->ask_timer) {
@@ -233,6 +343,12 @@ static void call_free(call *c)
 	if (c->retry_timer) {
 		uv_timer_stop(c->retry_timer);
 		uv_close((uv_handle_t *)c->retry_timer, on_ask_timer_closed);
+	}
+	if (c->state == CALL_QUEUED)
+		dequeue(c);
+	if (c->queue_timer) {
+		uv_timer_stop(c->queue_timer);
+		uv_close((uv_handle_t *)c->queue_timer, on_ask_timer_closed);
 	}
 	json_decref(c->response);
 	json_decref(c->args);
@@ -406,6 +522,22 @@ json_t *sr__relay_callback_result(int http_status, const char *body,
 	return result;
 }
 
+static void pump(endpoint *ep, sr__relay *r);
+
+/* A callback ended: its endpoint may start the next one waiting. */
+static void release_slot(call *c)
+{
+	endpoint *ep = c->ep;
+	sr__relay *r = c->r;
+
+	c->ep = NULL;
+	if (!ep)
+		return;
+	ep->active--;
+	if (!r->closing)
+		pump(ep, r);
+}
+
 static void on_callback_done(void *ud, const sr_result *res)
 {
 	call *c = ud;
@@ -416,10 +548,14 @@ static void on_callback_done(void *ud, const sr_result *res)
 	c->http = NULL;
 	if (res->status == SR_ECANCELED) {
 		/* The relay is going away; the claim stays for a restart. */
+		if (c->ep)
+			c->ep->active--;
+		c->ep = NULL;
 		unlink_call(c);
 		call_free(c);
 		return;
 	}
+	release_slot(c);
 	if (res->status != SR_OK) {
 		/* The model and the sandbox see the tool and the failure, never
 		 * the callback's URL (its userinfo and query may be
@@ -456,9 +592,13 @@ static void on_callback_done(void *ud, const sr_result *res)
 
 /* ---------------------------------------------------------- execution */
 
-static void execute(call *c)
+/* Start the HTTP request of a callback call; its endpoint has a slot for
+ * it (counted here). The call's timeout counts from the moment it
+ * started waiting for the slot. */
+static void start_callback(call *c)
 {
 	const sr__tool *t = c->tool;
+	uint64_t waited = uv_now(c->r->ctx->loop) - c->queued_at;
 	json_t *body;
 	char *text;
 	sr_pair *headers;
@@ -466,26 +606,16 @@ static void execute(call *c)
 	sr_http_call *http;
 
 	c->state = CALL_RUNNING;
-	if (t->kind == SR_TOOL_CLIENT) {
-		emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "client_tool.call",
-				     "call_id", c->id, "tool", t->name, "args", c->args));
-		finish(c, response_paused(c->id,
-			"this tool runs on the user's side: the call was handed over and its result will come with the next turn"));
-		return;
-	}
-	if (!c->r->ctx->http && !(c->r->ctx->http = sr__http_new(c->r->ctx->loop))) {
-		finish(c, response_ok(c->id, sr_mcp_text_result(
-			"HTTP is unavailable on the runner (libcurl cannot be loaded)", 1)));
-		return;
-	}
+	c->ep->active++;
 	body = json_pack("{s:s, s:s, s:O}", "tool", t->name, "call_id", c->id,
 			 "arguments", c->args);
-	text = json_dumps(body, JSON_COMPACT);
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
 	headers = calloc(t->n_headers + 2, sizeof(*headers));
 	if (!text || !headers) {
 		free(text);
 		free(headers);
+		release_slot(c);
 		finish_error(c, "out of memory");
 		return;
 	}
@@ -500,7 +630,7 @@ static void execute(call *c)
 	req.n_headers = t->n_headers + 1;
 	req.body = text;
 	req.body_len = strlen(text);
-	req.timeout_ms = t->timeout_ms;
+	req.timeout_ms = t->timeout_ms > waited ? t->timeout_ms - waited : 1;
 	req.max_response = CALLBACK_BODY_MAX;
 	/* A request that cannot start calls back before returning, and the
 	 * call is gone then: only a started one is remembered. */
@@ -509,6 +639,94 @@ static void execute(call *c)
 		c->http = http;
 	free(headers);
 	free(text);
+}
+
+/* Start waiting calls while their endpoint has free slots. Iterative:
+ * a callback that fails at once releases its slot from inside. */
+static void pump(endpoint *ep, sr__relay *r)
+{
+	if (ep->pumping)
+		return;
+	ep->pumping = 1;
+	while (ep->head && ep->active < r->max_per_endpoint) {
+		call *c = ep->head;
+		dequeue(c);
+		if (c->queue_timer)
+			uv_timer_stop(c->queue_timer);
+		start_callback(c);
+	}
+	ep->pumping = 0;
+}
+
+static void on_queue_timeout(uv_timer_t *t)
+{
+	call *c = t->data;
+	char text[300];
+
+	dequeue(c);
+	c->ep = NULL;
+	snprintf(text, sizeof(text),
+		 "tool '%s': the tool's callback did not answer within %llu ms "
+		 "(the call waited for a free connection to its endpoint)",
+		 c->tool->name, (unsigned long long)c->tool->timeout_ms);
+	finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
+}
+
+/* Wait for a slot of the endpoint, with the call's timeout running. */
+static void wait_for_slot(call *c)
+{
+	char text[300];
+
+	if (c->ep->queued >= QUEUE_MAX) {
+		c->ep = NULL;
+		snprintf(text, sizeof(text),
+			 "tool '%s': too many calls (%d) are waiting for the tool's endpoint; "
+			 "try again later", c->tool->name, QUEUE_MAX);
+		finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
+		return;
+	}
+	if (!c->queue_timer) {
+		c->queue_timer = malloc(sizeof(*c->queue_timer));
+		if (!c->queue_timer) {
+			c->ep = NULL;
+			finish_error(c, "out of memory");
+			return;
+		}
+		uv_timer_init(c->r->ctx->loop, c->queue_timer);
+		c->queue_timer->data = c;
+	}
+	c->state = CALL_QUEUED;
+	enqueue(c);
+	uv_timer_start(c->queue_timer, on_queue_timeout, c->tool->timeout_ms, 0);
+}
+
+static void execute(call *c)
+{
+	const sr__tool *t = c->tool;
+
+	c->state = CALL_RUNNING;
+	if (t->kind == SR_TOOL_CLIENT) {
+		emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "client_tool.call",
+				     "call_id", c->id, "tool", t->name, "args", c->args));
+		finish(c, response_paused(c->id,
+			"this tool runs on the user's side: the call was handed over and its result will come with the next turn"));
+		return;
+	}
+	if (!c->r->ctx->http && !(c->r->ctx->http = sr__http_new(c->r->ctx->loop))) {
+		finish(c, response_ok(c->id, sr_mcp_text_result(
+			"HTTP is unavailable on the runner (libcurl cannot be loaded)", 1)));
+		return;
+	}
+	c->ep = endpoint_for(c->r, t->url);
+	if (!c->ep) {
+		finish_error(c, "out of memory");
+		return;
+	}
+	c->queued_at = uv_now(c->r->ctx->loop);
+	if (c->ep->active < c->r->max_per_endpoint && !c->ep->head)
+		start_callback(c);
+	else
+		wait_for_slot(c);
 }
 
 static void on_ask_timeout(uv_timer_t *t)
@@ -761,6 +979,10 @@ static void take_request(sr__relay *r, const char *name)
 	c->tool_name = strdup(tool);
 	c->args = args ? json_incref(args) : json_object();
 	json_decref(req);
+	if (!c->tool_name || !c->args) {
+		finish_error(c, "out of memory");
+		return;
+	}
 	dispatch(c);
 }
 
@@ -859,6 +1081,8 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->poll_ms = o->poll_ms ? o->poll_ms : DEFAULT_POLL_MS;
 	r->publish_attempts = o->publish_attempts ? o->publish_attempts :
 						    DEFAULT_PUBLISH_ATTEMPTS;
+	r->max_per_endpoint = o->max_per_endpoint ? o->max_per_endpoint :
+						    DEFAULT_PER_ENDPOINT;
 	r->event = o->event;
 	r->ud = o->ud;
 	*out = r;
@@ -1028,6 +1252,10 @@ int sr__relay_call(sr__relay *r, const char *tool, json_t *args,
 	c->done_ud = ud;
 	c->tool_name = strdup(tool);
 	c->args = json_is_object(args) ? json_incref(args) : json_object();
+	if (!c->tool_name || !c->args) {
+		finish_error(c, "out of memory");
+		return SR_OK; /* answered (done ran) */
+	}
 	dispatch(c);
 	return SR_OK;
 }
@@ -1037,6 +1265,7 @@ static void on_handle_closed(uv_handle_t *h)
 	sr__relay *r = h->data;
 
 	if (--r->open_handles == 0) {
+		free_endpoints(r);
 		free(r->dir);
 		free(r->journal);
 		free(r);
@@ -1063,6 +1292,7 @@ void sr__relay_free(sr__relay *r)
 		call_free(c);
 	}
 	if (r->open_handles == 0) {
+		free_endpoints(r);
 		free(r->dir);
 		free(r->journal);
 		free(r);

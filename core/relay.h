@@ -25,6 +25,7 @@ typedef struct sr__relay_opts {
 	uint64_t ask_timeout_ms;  /* 0: 10 minutes */
 	uint64_t poll_ms;         /* safety poll; 0: 2000 */
 	unsigned publish_attempts; /* writing a response; 0: 10 */
+	unsigned max_per_endpoint; /* callbacks at once per host:port; 0: 16 */
 	/* Every event (tool.call, tool.result, permission.request, ...),
 	 * borrowed for the call. */
 	void (*event)(void *ud, json_t *event);

@@ -263,6 +263,7 @@ static int start_relay(sr__run *r)
 	o.tools = r->tools;
 	o.guard = &r->guard;
 	o.ask_policy = r->o.ask_policy;
+	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
 	o.event = sr__run_on_relay_event;
 	o.ud = r;
 	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {

@@ -94,6 +94,18 @@ if (connected) {
     assert(r.isError === true, `isError not true: ${json(r)}`);
   });
 
+  // Answered at once by the relay, before any callback: a missing
+  // required argument and a client tool (paused). Both are results.
+  await check('tools/call with a missing required argument -> isError', async () => {
+    const r = await client.callTool({ name: 'echo', arguments: {} });
+    assert(r.isError === true, `isError not true: ${json(r)}`);
+  });
+
+  await check('tools/call of a client tool is answered', async () => {
+    const r = await client.callTool({ name: 'pick', arguments: {} });
+    assert(r.content?.[0]?.type === 'text', `unexpected result ${json(r)}`);
+  });
+
   await check('tools/call unknown tool refused', async () => {
     let r;
     try {

@@ -769,3 +769,57 @@ Test(relay, a_response_that_is_never_written_is_reported_not_dropped)
 	cr_assert(claimed("df2"), "the claim must stay for a restart");
 	cr_assert_eq(sr__relay_in_flight(relay), 0);
 }
+
+static void start_relay_capped(unsigned cap)
+{
+	sr__relay_opts o = { 0 };
+	char err[300];
+
+	o.dir = relay_dir;
+	o.journal = journal;
+	o.tools = tools;
+	o.guard = &guard;
+	o.poll_ms = 200;
+	o.max_per_endpoint = cap;
+	o.event = on_event;
+	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK, "%s", err);
+	cr_assert_eq(sr__relay_start(relay), SR_OK);
+}
+
+Test(relay, calls_beyond_the_endpoint_cap_wait_for_a_free_slot)
+{
+	json_t *res;
+
+	start_relay_capped(1);
+	request("q1", "slow", "{\"ms\":250}");
+	run_for(50);
+	request("q2", "echo", "{\"text\":\"second\"}");
+	run_for(100);
+	cr_assert_eq(sr__relay_in_flight(relay), 2);
+	cr_assert_eq(t_count_lines(calls_log), 1, "the cap of 1 was exceeded");
+	res = response("q2");
+	cr_assert_str_eq(first_text(res), "second");
+	cr_assert(exists("q1.res"), "the queued call ran before the first ended");
+	json_decref(res);
+	json_decref(response("q1"));
+	cr_assert_eq(t_count_lines(calls_log), 2);
+}
+
+Test(relay, a_waiting_call_keeps_its_own_timeout)
+{
+	uint64_t t0;
+	json_t *res;
+
+	start_relay_capped(1);
+	request("q3", "slow", "{\"ms\":2000}");
+	run_for(50);
+	t0 = uv_now(ctx.loop);
+	/* It gets the slot when q3 times out, 250 ms into its own 300: too
+	 * little left for 200 ms of work. */
+	request("q4", "slow", "{\"ms\":200}");
+	res = response("q4");
+	cr_assert(is_error(res));
+	cr_assert(strstr(first_text(res), "did not answer within 300 ms"), "%s", first_text(res));
+	cr_assert_lt(uv_now(ctx.loop) - t0, 600, "the wait in the queue did not count");
+	json_decref(res);
+}
