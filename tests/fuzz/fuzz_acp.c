@@ -1,9 +1,9 @@
-/* Fuzz target: the ACP transport's framing and dispatch (core/acp.c), fed
+/* Fuzz target: the ACP transport's framing and dispatch (core/run/acp.c), fed
  * the bytes an agent writes on its stdout, in chunks of varying size. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/acp.h"
+#include "core/run/acp.h"
 #include "sandrun/plugin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/mcp_http.h"
+#include "core/tools/mcp_http.h"
 #include "fuzz_relay.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

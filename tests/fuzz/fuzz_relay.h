@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/ctx.h"
-#include "core/log.h"
-#include "core/relay.h"
+#include "core/host/ctx.h"
+#include "core/host/log.h"
+#include "core/tools/relay.h"
 
 /* Sets *dir to the relay directory (a new temporary); aborts on failure. */
 static inline sr__relay *fuzz_relay(sr__ctx *ctx, sr__toolset **tools,

@@ -1,12 +1,12 @@
 /* The completion rule (include/sandrun/plugin.h), as the core keeps it
- * for its callers: core/complete.c, the checked provider and plugin calls,
+ * for its callers: core/plugins/complete.c, the checked provider and plugin calls,
  * with plugins that break the rule (tests/plugins/rude_plugin.c) or leave
  * operations out (null_ops, short_desc). */
 #include "harness.h"
-#include "core/complete.h"
-#include "core/host.h"
-#include "core/plugin.h"
-#include "core/provider.h"
+#include "core/plugins/complete.h"
+#include "core/plugins/host.h"
+#include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
 
 static char *dir;
 static sr__ctx ctx;

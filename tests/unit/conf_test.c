@@ -1,4 +1,4 @@
-/* core/conf.c: INI parsing, environment overrides, validation. */
+/* core/host/conf.c: INI parsing, environment overrides, validation. */
 #include "harness.h"
 
 static char *dir;

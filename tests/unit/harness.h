@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cli.h"
-#include "core/ctx.h"
-#include "core/log.h"
+#include "core/cli/cli.h"
+#include "core/host/ctx.h"
+#include "core/host/log.h"
 
 /* A fresh temporary directory (the caller frees the string). */
 static inline char *t_tmpdir(void)

@@ -1,11 +1,11 @@
-/* core/http.c against a libmicrohttpd server on 127.0.0.1. */
+/* core/host/http.c against a libmicrohttpd server on 127.0.0.1. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "harness.h"
-#include "core/http.h"
+#include "core/host/http.h"
 
 static struct MHD_Daemon *server;
 static int port;

@@ -1,8 +1,8 @@
-/* The durable key-value area (core/host.c). */
+/* The durable key-value area (core/plugins/host.c). */
 #include "harness.h"
 #include <sys/wait.h>
 
-#include "core/kv.h"
+#include "core/host/kv.h"
 
 static char *dir;
 

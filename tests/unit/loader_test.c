@@ -1,10 +1,10 @@
-/* core/loader.c: every rejection rule, with plugins built to break one
+/* core/plugins/loader.c: every rejection rule, with plugins built to break one
  * rule each (tests/plugins/bad_plugin.c), and the typed "unsupported"
  * error for missing operations. */
 #include <fcntl.h>
 
 #include "harness.h"
-#include "core/provider.h"
+#include "core/plugins/provider.h"
 
 static const char *plugdir(void)
 {

@@ -6,8 +6,8 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "core/plugin.h"
-#include "core/provider.h"
+#include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
 
 static char *dir;
 static sr__ctx ctx;

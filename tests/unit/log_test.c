@@ -1,4 +1,4 @@
-/* core/log.c: levels and secret redaction. */
+/* core/host/log.c: levels and secret redaction. */
 #include "harness.h"
 
 Test(log, redacts_a_registered_secret_everywhere_in_a_line)

@@ -1,4 +1,4 @@
-/* core/mcp_http.c: the loopback MCP server, with the relay behind it and
+/* core/tools/mcp_http.c: the loopback MCP server, with the relay behind it and
  * the test callback server behind that. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "core/http.h"
-#include "core/mcp_http.h"
-#include "core/relay.h"
+#include "core/host/http.h"
+#include "core/tools/mcp_http.h"
+#include "core/tools/relay.h"
 
 static char *dir, calls_log[4200], url[200], relay_dir[4200], journal[4200];
 static pid_t server;

@@ -1,10 +1,10 @@
-/* core/plan.c: the gates on user MCP servers. */
+/* core/run/plan.c: the gates on user MCP servers. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netdb.h>
 #include <string.h>
 
-#include "core/plan.h"
+#include "core/run/plan.h"
 #include "sandrun/plugin.h"
 
 static const char *code;

@@ -1,8 +1,8 @@
-/* core/proc.c: duplex pipes, large output, a child that dies. */
+/* core/host/proc.c: duplex pipes, large output, a child that dies. */
 #include <signal.h>
 
 #include "harness.h"
-#include "core/proc.h"
+#include "core/host/proc.h"
 
 typedef struct result {
 	size_t out_bytes, err_bytes;

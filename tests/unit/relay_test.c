@@ -1,9 +1,9 @@
-/* core/relay.c: the runner side of the relay, driven by request files
+/* core/tools/relay.c: the runner side of the relay, driven by request files
  * written the way the shim (or a hostile sandbox) would write them. */
 #include <sys/stat.h>
 
 #include "harness.h"
-#include "core/relay.h"
+#include "core/tools/relay.h"
 
 static char *dir, relay_dir[4200], journal[4200], calls_log[4200], url[200];
 static pid_t server;

@@ -1,8 +1,8 @@
-/* core/run.c: the pieces of a run that can be checked without an agent. */
+/* core/run/run.c: the pieces of a run that can be checked without an agent. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 
-#include "core/run.h"
+#include "core/run/run.h"
 
 static json_t *files_of(const char *path)
 {

@@ -1,8 +1,8 @@
-/* npm-style version ranges (core/semver.c): the "engines" requirements of
+/* npm-style version ranges (core/host/semver.c): the "engines" requirements of
  * the harness adapters and the pins of their packages. */
 #include <criterion/criterion.h>
 
-#include "core/semver.h"
+#include "core/host/semver.h"
 
 #define YES(r, v) cr_expect_eq(sr__semver_satisfies(r, v), 1, "'%s' should accept %s", r, v)
 #define NO(r, v) cr_expect_eq(sr__semver_satisfies(r, v), 0, "'%s' should refuse %s", r, v)

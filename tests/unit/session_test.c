@@ -1,11 +1,11 @@
-/* Session pointers (core/session.c): ids, the compare-and-set on the turn
+/* Session pointers (core/run/session.c): ids, the compare-and-set on the turn
  * index, and records that cannot be read. */
 #include <sys/wait.h>
 
 #include <jansson.h>
 
 #include "harness.h"
-#include "core/session.h"
+#include "core/run/session.h"
 
 static char *dir;
 static const char id[] = "ses-0123456789abcdef";

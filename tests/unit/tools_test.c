@@ -1,8 +1,8 @@
-/* core/tools.c: the tools file, argument checks, the permission guard,
- * and the shaping of callback results (core/relay.c). */
+/* core/tools/tools.c: the tools file, argument checks, the permission guard,
+ * and the shaping of callback results (core/tools/relay.c). */
 #include "harness.h"
-#include "core/relay.h"
-#include "core/tools.h"
+#include "core/tools/relay.h"
+#include "core/tools/tools.h"
 #include "shim/relay_proto.h"
 
 static sr__toolset *set;

@@ -1,0 +1,169 @@
+/* sandrun doctor: one line per check, non-zero exit when one fails. */
+#include "config.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cli/cli.h"
+#include "core/plugins/complete.h"
+#include "core/plugins/harness.h"
+#include "core/host/log.h"
+#include "core/host/node.h"
+#include "core/plugins/plugin.h"
+#include "core/host/status.h"
+
+static int failures;
+
+static void line(const char *status, const char *what, const char *detail)
+{
+	printf("[%-4s] %-20s %s\n", status, what, detail);
+	fflush(stdout);
+	if (strcmp(status, "FAIL") == 0)
+		failures++;
+}
+
+/* Does the node the harness's adapter will run with satisfy its
+ * requirement? detail says which node; when not, why and what to run. */
+static int node_ok(sr__ctx *ctx, sr__plugin *p, char *detail, size_t n)
+{
+	json_t *desc = sr__harness_describe(p);
+	const char *need = json_string_value(json_object_get(desc, "node"));
+	char why[800];
+	int ok = 1;
+
+	detail[0] = 0;
+	if (need && (ok = sr__node_check(ctx, need, why, sizeof(why))))
+		snprintf(detail, n, "; %s", why);
+	else if (need)
+		snprintf(detail, n, "not ready: %s; run 'sandrun install-harness %s'",
+			 why, p->desc->name);
+	json_decref(desc);
+	return ok;
+}
+
+/* Start a plugin and run its doctor op, if any. */
+static void check_plugin(sr__ctx *ctx, int kind, const char *name)
+{
+	sr__plugin *p = sr__registry_find(ctx->reg, kind, name);
+	char what[64], detail[1024];
+	sr__wait w = { 0 };
+	json_t *j;
+	int rc;
+
+	snprintf(what, sizeof(what), "%s %s", sr__kind_name(kind), name);
+	if (!p) {
+		snprintf(detail, sizeof(detail),
+			 "configured, but no %s plugin '%s' was found (see 'sandrun plugins')",
+			 sr__kind_name(kind), name);
+		line("FAIL", what, detail);
+		return;
+	}
+	if (sr__plugin_start(ctx, p) != SR_OK) {
+		snprintf(detail, sizeof(detail), "%s: init failed (see the error above)",
+			 p->path);
+		line("FAIL", what, detail);
+		return;
+	}
+	rc = sr__plugin_doctor(p, sr__wait_done, &w);
+	if (rc == SR_EUNSUPPORTED) {
+		snprintf(detail, sizeof(detail), "loaded from %s (it offers no checks)",
+			 p->path);
+		line("ok", what, detail);
+		return;
+	}
+	if (rc != SR_OK) {
+		snprintf(detail, sizeof(detail), "its check could not start: %s",
+			 sr__strerror(rc));
+		line("FAIL", what, detail);
+		return;
+	}
+	sr__wait_for(ctx, &w, SR_OK);
+	j = w.json ? json_loads(w.json, 0, NULL) : NULL;
+	if (w.status != SR_OK || !json_is_object(j)) {
+		snprintf(detail, sizeof(detail), "check failed: %s",
+			 w.message ? w.message : "no answer");
+		line("FAIL", what, detail);
+	} else if (!json_is_true(json_object_get(j, "ok"))) {
+		const char *d = json_string_value(json_object_get(j, "detail"));
+		line("FAIL", what, d ? d : "");
+	} else if (kind == SR_PLUGIN_HARNESS && !node_ok(ctx, p, detail, sizeof(detail))) {
+		line("FAIL", what, detail);
+	} else {
+		const char *d = json_string_value(json_object_get(j, "detail"));
+		char full[2048];
+
+		snprintf(full, sizeof(full), "%s%s", d ? d : "",
+			 kind == SR_PLUGIN_HARNESS ? detail : "");
+		line("ok", what, full);
+	}
+	json_decref(j);
+	sr__wait_clear(&w);
+}
+
+int sr__cmd_doctor(int argc, char **argv, const char *config_path)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	char detail[1024], *list, *tok, *save;
+	const char *state;
+	sr__ctx ctx;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 'h':
+			printf("Usage: sandrun doctor\n\n"
+			       "Check that the configuration parses, the plugins load, and the\n"
+			       "configured provider, tunnel and harnesses are usable here. Prints one\n"
+			       "line per check; exits 1 when any check fails.\n");
+			return SR_EXIT_OK;
+		default:
+			return SR_EXIT_USAGE;
+		}
+	}
+	failures = 0;
+	rc = sr__cli_setup(&ctx, config_path);
+	if (rc != SR_EXIT_OK) {
+		line("FAIL", "config", "the configuration is invalid (see above)");
+		sr__ctx_cleanup(&ctx);
+		return SR_EXIT_FAIL;
+	}
+	line("ok", "config", sr__config_path(ctx.config));
+	snprintf(detail, sizeof(detail), "%zu loaded from %s%s%s", ctx.reg->n,
+		 getenv("SANDRUN_PLUGIN_PATH") ? getenv("SANDRUN_PLUGIN_PATH") : "",
+		 getenv("SANDRUN_PLUGIN_PATH") ? ":" : "", ctx.rc.plugin_dir);
+	line("ok", "plugins", detail);
+	for (size_t i = 0; i < ctx.reg->n_rejected; i++) {
+		snprintf(detail, sizeof(detail), "%s: %s", ctx.reg->rejected[i].path,
+			 ctx.reg->rejected[i].reason);
+		line("warn", "plugin rejected", detail);
+	}
+	state = sr__ctx_state_dir(&ctx);
+	if (state && access(state, W_OK) == 0)
+		line("ok", "state directory", state);
+	else {
+		snprintf(detail, sizeof(detail), "%s is not writable", ctx.rc.state_dir);
+		line("FAIL", "state directory", detail);
+	}
+	check_plugin(&ctx, SR_PLUGIN_PROVIDER, ctx.rc.provider);
+	if (ctx.rc.tunnel)
+		check_plugin(&ctx, SR_PLUGIN_TUNNEL, ctx.rc.tunnel);
+	list = strdup(ctx.rc.harnesses);
+	for (tok = list ? strtok_r(list, ", ", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ", ", &save))
+		check_plugin(&ctx, SR_PLUGIN_HARNESS, tok);
+	free(list);
+	sr__ctx_cleanup(&ctx);
+	printf("%s\n", failures ? "some checks failed" : "all checks passed");
+	return failures ? SR_EXIT_FAIL : SR_EXIT_OK;
+}

@@ -1,0 +1,419 @@
+/* Configuration: INI parsing with libinih, environment overrides, and
+ * validation of the [runner] section. Plugins validate their own sections
+ * through the host table (host.c). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandrun/plugin.h"
+#include "core/host/conf.h"
+#include "core/host/log.h"
+
+struct entry {
+	char *section, *key, *value;
+	int line;
+	int warned;
+};
+
+struct sr__config {
+	char *path;
+	FILE *reading;   /* while parsing */
+	int reading_line;
+	char *line;      /* the whole line just read */
+	size_t line_cap;
+	char *long_value; /* the value of a line too long for inih */
+	int long_error;  /* the line too long for inih, not a key = value */
+	struct entry *entries;
+	size_t n, cap;
+};
+
+static const char *const runner_keys[] = {
+	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", NULL
+};
+
+sr__config *sr__config_new(void)
+{
+	return calloc(1, sizeof(sr__config));
+}
+
+void sr__config_free(sr__config *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->entries[i].section);
+		free(c->entries[i].key);
+		free(c->entries[i].value);
+	}
+	free(c->entries);
+	free(c->path);
+	free(c);
+}
+
+const char *sr__config_path(const sr__config *c)
+{
+	return c->path ? c->path : "(built-in defaults)";
+}
+
+static struct entry *find(const sr__config *c, const char *section,
+			  const char *key)
+{
+	for (size_t i = c->n; i-- > 0;)
+		if (strcmp(c->entries[i].section, section) == 0 &&
+		    strcmp(c->entries[i].key, key) == 0)
+			return &c->entries[i];
+	return NULL;
+}
+
+#define LONG_VALUE "\x01" /* stands for the value kept in long_value */
+
+/* A line longer than inih's buffer (Debian builds inih with a 200-byte
+ * line on the stack and no heap), as one inih can take: "key = value"
+ * passes as "key =" and a marker, the value (trimmed, without an inline
+ * comment, as inih would) kept for on_entry; a comment passes empty;
+ * anything else passes as a syntax error on this line. */
+static char *long_line(sr__config *c, char *buf, size_t size)
+{
+	char *p = c->line, *eq, *v, *end;
+
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p == ';' || *p == '#') {
+		snprintf(buf, size, ";\n");
+		return buf;
+	}
+	eq = strpbrk(p, "=:");
+	if (*p == '[' || !eq || (size_t)(eq - p) + 4 > size) {
+		c->long_error = c->reading_line;
+		snprintf(buf, size, "%s\n", LONG_VALUE);
+		return buf;
+	}
+	for (v = eq + 1; isspace((unsigned char)*v); v++)
+		;
+	for (end = v; *end; end++)
+		if (*end == ';' && end > v && isspace((unsigned char)end[-1]))
+			break;
+	while (end > v && isspace((unsigned char)end[-1]))
+		end--;
+	free(c->long_value);
+	c->long_value = strndup(v, (size_t)(end - v));
+	snprintf(buf, size, "%.*s=%s\n", (int)(eq - p), p, LONG_VALUE);
+	return buf;
+}
+
+/* libinih reads through this, one whole line a call, so the handler knows
+ * which line it is on (Debian builds inih without INI_HANDLER_LINENO). */
+static char *read_line(char *buf, int size, void *ud)
+{
+	sr__config *c = ud;
+	ssize_t n = getline(&c->line, &c->line_cap, c->reading);
+
+	if (n < 0)
+		return NULL;
+	c->reading_line++;
+	if (n < size) {
+		memcpy(buf, c->line, (size_t)n + 1);
+		return buf;
+	}
+	return long_line(c, buf, (size_t)size);
+}
+
+static int on_entry(void *ud, const char *section, const char *key,
+		    const char *value)
+{
+	sr__config *c = ud;
+	int line = c->reading_line;
+	struct entry *e;
+
+	if (!key) /* a section header alone */
+		return 1;
+	if (find(c, section, key))
+		sr__log(SR_LOG_WARN, "config",
+			"%s:%d: [%s] key '%s' set again; the last value wins",
+			c->path, line, section, key);
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		struct entry *grown = realloc(c->entries, cap * sizeof(*grown));
+		if (!grown)
+			return 0;
+		c->entries = grown;
+		c->cap = cap;
+	}
+	e = &c->entries[c->n];
+	e->section = strdup(section);
+	e->key = strdup(key);
+	if (value && strcmp(value, LONG_VALUE) == 0 && c->long_value) {
+		e->value = c->long_value;
+		c->long_value = NULL;
+	} else {
+		e->value = strdup(value ? value : "");
+	}
+	e->line = line;
+	e->warned = 0;
+	if (!e->section || !e->key || !e->value) {
+		free(e->section);
+		free(e->key);
+		free(e->value);
+		return 0;
+	}
+	c->n++;
+	return 1;
+}
+
+int sr__config_load(sr__config *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int line;
+
+	if (!f)
+		return errno == ENOENT ? SR_ENOTFOUND : SR_EIO;
+	free(c->path);
+	c->path = strdup(path);
+	c->reading = f;
+	c->reading_line = 0;
+	c->long_error = 0;
+	line = ini_parse_stream(read_line, c, on_entry, c);
+	c->reading = NULL;
+	fclose(f);
+	free(c->line);
+	c->line = NULL;
+	c->line_cap = 0;
+	free(c->long_value);
+	c->long_value = NULL;
+	if (line < 0) {
+		sr__log(SR_LOG_ERROR, "config", "%s: out of memory", path);
+		return SR_ENOMEM;
+	}
+	if (line > 0 && line == c->long_error) {
+		sr__log(SR_LOG_ERROR, "config",
+			"%s:%d: syntax error in a long line (expected key = value, or a comment)",
+			path, line);
+		return SR_EINVAL;
+	}
+	if (line > 0) {
+		sr__log(SR_LOG_ERROR, "config",
+			"%s:%d: syntax error (expected [section], key = value, or a comment)",
+			path, line);
+		return SR_EINVAL;
+	}
+	return SR_OK;
+}
+
+char *sr__config_env_name(const char *section, const char *key)
+{
+	size_t n = strlen("SANDRUN_") + strlen(section) + 1 + strlen(key) + 1;
+	char *name = malloc(n), *p;
+
+	if (!name)
+		return NULL;
+	snprintf(name, n, "SANDRUN_%s_%s", section, key);
+	for (p = name; *p; p++)
+		*p = (*p == '.' || *p == '-') ? '_' :
+			(char)toupper((unsigned char)*p);
+	return name;
+}
+
+const char *sr__config_get(const sr__config *c, const char *section,
+			   const char *key)
+{
+	char *name = sr__config_env_name(section, key);
+	const char *v = name ? getenv(name) : NULL;
+	struct entry *e;
+
+	free(name);
+	if (v)
+		return v;
+	e = find(c, section, key);
+	return e ? e->value : NULL;
+}
+
+const char *sr__config_origin(const sr__config *c, const char *section,
+			      const char *key, char *buf, size_t n)
+{
+	char *name = sr__config_env_name(section, key);
+	struct entry *e;
+
+	if (name && getenv(name))
+		snprintf(buf, n, "environment %s", name);
+	else if ((e = find(c, section, key)))
+		snprintf(buf, n, "%s:%d", c->path, e->line);
+	else
+		snprintf(buf, n, "default");
+	free(name);
+	return buf;
+}
+
+int sr__config_invalid(const sr__config *c, const char *section,
+		       const char *key, const char *why)
+{
+	char origin[512];
+	const char *v = sr__config_get(c, section, key);
+
+	sr__config_origin(c, section, key, origin, sizeof(origin));
+	sr__log(SR_LOG_ERROR, "config",
+		"%s: [%s] key '%s': invalid value '%s': %s", origin, section,
+		key, v ? v : "", why);
+	return SR_EINVAL;
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+	for (; list && *list; list++)
+		if (strcmp(*list, s) == 0)
+			return 1;
+	return 0;
+}
+
+int sr__config_warn_unknown(const sr__config *c, const char *section,
+			    const char *const *known)
+{
+	int count = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct entry *e = &c->entries[i];
+		if (strcmp(e->section, section) != 0 || in_list(known, e->key))
+			continue;
+		count++;
+		if (e->warned++)
+			continue;
+		sr__log(SR_LOG_WARN, "config",
+			"%s:%d: [%s] unknown key '%s' ignored", c->path,
+			e->line, section, e->key);
+	}
+	return count;
+}
+
+int sr__config_warn_sections(const sr__config *c,
+			     int (*is_known)(const char *section, void *ud),
+			     void *ud)
+{
+	int count = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct entry *e = &c->entries[i];
+		int seen = 0;
+		if (strcmp(e->section, "runner") == 0 || is_known(e->section, ud))
+			continue;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(c->entries[j].section, e->section) == 0)
+				seen = 1;
+		if (seen)
+			continue;
+		count++;
+		sr__log(SR_LOG_WARN, "config",
+			"%s:%d: unknown section [%s] ignored (no such plugin is loaded)",
+			c->path, e->line, e->section);
+	}
+	return count;
+}
+
+static int valid_name(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++, n++)
+		if (!islower((unsigned char)*s) && !isdigit((unsigned char)*s) &&
+		    *s != '-' && *s != '_')
+			return 0;
+	return n > 0 && n <= 32;
+}
+
+static int valid_name_list(const char *s)
+{
+	char buf[512], *tok, *save;
+
+	if (strlen(s) >= sizeof(buf))
+		return 0;
+	memcpy(buf, s, strlen(s) + 1);
+	for (tok = strtok_r(buf, ", ", &save); tok;
+	     tok = strtok_r(NULL, ", ", &save))
+		if (!valid_name(tok))
+			return 0;
+	return 1;
+}
+
+static int valid_abs_paths(const char *s)
+{
+	const char *p = s;
+
+	if (!*s)
+		return 0;
+	while (*p) {
+		if (*p != '/')
+			return 0;
+		p = strchr(p, ':');
+		if (!p)
+			break;
+		p++;
+	}
+	return 1;
+}
+
+int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
+{
+	const char *v;
+
+	sr__config_warn_unknown(c, "runner", runner_keys);
+	rc->provider = sr__config_get(c, "runner", "provider");
+	if (!rc->provider)
+		rc->provider = "local";
+	else if (!valid_name(rc->provider))
+		return sr__config_invalid(c, "runner", "provider",
+			"a plugin name is 1 to 32 of [a-z0-9_-]");
+	rc->tunnel = sr__config_get(c, "runner", "tunnel");
+	if (rc->tunnel && (!*rc->tunnel || strcmp(rc->tunnel, "none") == 0))
+		rc->tunnel = NULL;
+	else if (rc->tunnel && !valid_name(rc->tunnel))
+		return sr__config_invalid(c, "runner", "tunnel",
+			"a plugin name is 1 to 32 of [a-z0-9_-], or none");
+	rc->harnesses = sr__config_get(c, "runner", "harnesses");
+	if (!rc->harnesses)
+		rc->harnesses = "claude";
+	else if (*rc->harnesses && !valid_name_list(rc->harnesses))
+		return sr__config_invalid(c, "runner", "harnesses",
+			"a comma-separated list of plugin names");
+	rc->plugin_dir = sr__config_get(c, "runner", "plugin_dir");
+	if (!rc->plugin_dir)
+		rc->plugin_dir = SR_PLUGINDIR;
+	else if (!valid_abs_paths(rc->plugin_dir))
+		return sr__config_invalid(c, "runner", "plugin_dir",
+			"a colon-separated list of absolute directories");
+	rc->state_dir = sr__config_get(c, "runner", "state_dir");
+	if (!rc->state_dir)
+		rc->state_dir = SR_STATEDIR;
+	else if (rc->state_dir[0] != '/' || strchr(rc->state_dir, ':'))
+		return sr__config_invalid(c, "runner", "state_dir",
+			"an absolute directory");
+	rc->node_dir = sr__config_get(c, "runner", "node_dir");
+	if (rc->node_dir && rc->node_dir[0] != '/')
+		return sr__config_invalid(c, "runner", "node_dir",
+			"an absolute directory");
+	v = sr__config_get(c, "runner", "callback_concurrency");
+	rc->callback_concurrency = 16;
+	if (v) {
+		char *end = NULL;
+		unsigned long n = strtoul(v, &end, 10);
+		if (!*v || *end || n < 1 || n > 1024)
+			return sr__config_invalid(c, "runner", "callback_concurrency",
+				"a whole number from 1 to 1024");
+		rc->callback_concurrency = (unsigned)n;
+	}
+	rc->mcp_allow_hosts = sr__config_get(c, "runner", "mcp_allow_hosts");
+	if (!rc->mcp_allow_hosts)
+		rc->mcp_allow_hosts = "";
+	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
+		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
+			"a comma-separated list of exact host names or addresses (no wildcards)");
+	v = sr__config_get(c, "runner", "log_level");
+	rc->log_level = SR_LOG_INFO;
+	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)
+		return sr__config_invalid(c, "runner", "log_level",
+			"one of error, warn, info, debug");
+	return SR_OK;
+}

@@ -1,0 +1,94 @@
+/* The runner context: configuration, plugins, state directory. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/host/ctx.h"
+#include "core/host/fsutil.h"
+#include "core/plugins/plugin.h"
+#include "core/host/http.h"
+#include "core/host/log.h"
+
+const char *sr__ctx_state_dir(sr__ctx *ctx)
+{
+	if (ctx->state_dir)
+		return ctx->state_dir;
+	if (sr__mkdirs(ctx->rc.state_dir, 0700) != SR_OK) {
+		sr__log(SR_LOG_ERROR, "runner", "cannot create state directory %s: %s",
+			ctx->rc.state_dir, strerror(errno));
+		return NULL;
+	}
+	chmod(ctx->rc.state_dir, 0700);
+	ctx->state_dir = strdup(ctx->rc.state_dir);
+	return ctx->state_dir;
+}
+
+static int section_known(const char *section, void *ud)
+{
+	sr__ctx *ctx = ud;
+
+	for (size_t i = 0; i < ctx->reg->n; i++)
+		if (strcmp(ctx->reg->plugins[i]->section, section) == 0)
+			return 1;
+	return 0;
+}
+
+int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
+{
+	const char *path = config_path ? config_path : SR_SYSCONFDIR "/sandrun/sandrun.conf";
+	const char *extra;
+	int rc;
+
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->loop = loop;
+	ctx->config = sr__config_new();
+	ctx->reg = sr__registry_new();
+	if (!ctx->config || !ctx->reg)
+		return SR_ENOMEM;
+	rc = sr__config_load(ctx->config, path);
+	if (rc == SR_ENOTFOUND && !config_path)
+		rc = SR_OK; /* no file: the built-in defaults */
+	else if (rc == SR_ENOTFOUND || rc == SR_EIO)
+		sr__log(SR_LOG_ERROR, "config", "%s: cannot read: %s", path,
+			strerror(errno));
+	if (rc != SR_OK)
+		return rc;
+	rc = sr__config_runner(ctx->config, &ctx->rc);
+	if (rc != SR_OK)
+		return rc;
+	sr__log_set_level(ctx->rc.log_level);
+	/* Development and tests: SANDRUN_PLUGIN_PATH comes first, so an
+	 * uninstalled plugin wins over an installed one of the same name. */
+	extra = getenv("SANDRUN_PLUGIN_PATH");
+	if (extra && *extra)
+		sr__registry_scan(ctx->reg, extra);
+	sr__registry_scan(ctx->reg, ctx->rc.plugin_dir);
+	sr__config_warn_sections(ctx->config, section_known, ctx);
+	for (size_t i = 0; i < ctx->reg->n; i++) {
+		sr__plugin *p = ctx->reg->plugins[i];
+		if (p->desc->config_keys)
+			sr__config_warn_unknown(ctx->config, p->section,
+						p->desc->config_keys);
+	}
+	return SR_OK;
+}
+
+void sr__ctx_cleanup(sr__ctx *ctx)
+{
+	for (size_t i = ctx->reg ? ctx->reg->n : 0; i-- > 0;)
+		sr__plugin_stop(ctx->reg->plugins[i]); /* the last started first */
+	sr__registry_free(ctx->reg);
+	if (ctx->http)
+		sr__http_free(ctx->http);
+	if (ctx->loop) {
+		/* Let close callbacks run (curl handles, timers, processes). */
+		uv_run(ctx->loop, UV_RUN_NOWAIT);
+	}
+	sr__config_free(ctx->config);
+	free(ctx->state_dir);
+	memset(ctx, 0, sizeof(*ctx));
+}

@@ -1,0 +1,172 @@
+/* Logging with secret redaction.
+ *
+ * Secrets live in a small table of copies that are wiped on release. Every
+ * line is formatted into a buffer first and redacted before it is written,
+ * so a secret cannot leak through any format argument. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/host/log.h"
+
+#define REDACTED "[REDACTED]"
+
+static int log_level = SR_LOG_INFO;
+static FILE *log_stream;
+static char **secrets;
+static size_t n_secrets;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+void sr__log_set_level(int level)
+{
+	if (level >= SR_LOG_ERROR && level <= SR_LOG_DEBUG)
+		log_level = level;
+}
+
+int sr__log_level(void)
+{
+	return log_level;
+}
+
+int sr__log_parse_level(const char *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (s && strcmp(s, level_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void sr__log_set_stream(void *file)
+{
+	log_stream = file;
+}
+
+void sr__secret_register(const char *value)
+{
+	char **grown;
+
+	if (!value || strlen(value) < 4)
+		return;
+	for (size_t i = 0; i < n_secrets; i++)
+		if (strcmp(secrets[i], value) == 0)
+			return;
+	grown = realloc(secrets, (n_secrets + 1) * sizeof(*secrets));
+	if (!grown)
+		return;
+	secrets = grown;
+	secrets[n_secrets] = strdup(value);
+	if (secrets[n_secrets])
+		n_secrets++;
+}
+
+static void wipe_free(char *s)
+{
+	if (!s)
+		return;
+	volatile char *p = s;
+	while (*p)
+		*p++ = 0;
+	free(s);
+}
+
+void sr__secrets_clear(void)
+{
+	for (size_t i = 0; i < n_secrets; i++)
+		wipe_free(secrets[i]);
+	free(secrets);
+	secrets = NULL;
+	n_secrets = 0;
+}
+
+/* Replace each occurrence of one secret; returns a new string or NULL. */
+static char *replace_all(const char *s, const char *secret)
+{
+	size_t slen = strlen(secret), len = 0;
+	const char *p;
+	char *out = NULL;
+	FILE *m = open_memstream(&out, &len);
+
+	if (!m)
+		return NULL;
+	while ((p = strstr(s, secret))) {
+		fwrite(s, 1, (size_t)(p - s), m);
+		fputs(REDACTED, m);
+		s = p + slen;
+	}
+	fputs(s, m);
+	fclose(m);
+	return out;
+}
+
+char *sr__redact(const char *s)
+{
+	char *cur = strdup(s ? s : "");
+
+	for (size_t i = 0; cur && i < n_secrets; i++) {
+		char *next = replace_all(cur, secrets[i]);
+		wipe_free(cur);
+		cur = next;
+	}
+	return cur;
+}
+
+/* Redact each string of v in place (v is a private deep copy). */
+static void redact_strings(json_t *v)
+{
+	const char *key;
+	json_t *item;
+	size_t i;
+
+	if (json_is_string(v)) {
+		char *clean = sr__redact(json_string_value(v));
+		if (clean && strcmp(clean, json_string_value(v)) != 0)
+			json_string_set(v, clean);
+		wipe_free(clean);
+	} else if (json_is_object(v)) {
+		json_object_foreach(v, key, item)
+			redact_strings(item);
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, item)
+			redact_strings(item);
+	}
+}
+
+json_t *sr__redact_json(json_t *v)
+{
+	json_t *copy = json_deep_copy(v);
+
+	if (copy && n_secrets)
+		redact_strings(copy);
+	return copy;
+}
+
+void sr__logv(int level, const char *who, const char *fmt, va_list ap)
+{
+	char buf[4096];
+	char *clean;
+	FILE *out = log_stream ? log_stream : stderr;
+
+	if (level > log_level)
+		return;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	clean = sr__redact(buf);
+	if (level < 0 || level > SR_LOG_DEBUG)
+		level = SR_LOG_ERROR;
+	fprintf(out, "sandrun: %s%s%s: %s\n", who ? who : "", who ? ": " : "",
+		level_names[level], clean ? clean : "(out of memory)");
+	fflush(out);
+	wipe_free(clean);
+	memset(buf, 0, sizeof(buf));
+}
+
+void sr__log(int level, const char *who, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sr__logv(level, who, fmt, ap);
+	va_end(ap);
+}

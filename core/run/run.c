@@ -1,0 +1,274 @@
+/*
+ * One agent turn as a state machine (DESIGN section 5; core/run/run_int.h
+ * lists the phases). A turn moves forward only:
+ *
+ *   PLANNING    the gates that need the loop (run_plan.c)
+ *   ACQUIRING   the sandbox is created or reconnected (run_prepare.c)
+ *   PREPARING   relay, tool specs, the harness's files (run_prepare.c)
+ *   STARTING    the agent and its ACP session (run_agent.c)
+ *   PROMPTING   session/prompt sent: updates, tool calls, permissions
+ *   CANCELLING  session/cancel sent: the prompt's answer ends the turn
+ *   STOPPING    the outcome is known (run.finished or run.failed sent):
+ *               the agent is stopped and every callback still due comes in
+ *   RELEASING   the session pointer is written, the sandbox parked or
+ *               destroyed
+ *   DONE        nothing is due any more: the caller frees the run
+ *
+ * Every operation the run starts is counted (sr__run_started) until its
+ * callback arrives (sr__run_landed), the agent's channel included. The
+ * ending leaves STOPPING and RELEASING only when nothing is due, so no
+ * callback ever finds the run freed.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/host/log.h"
+#include "core/plugins/provider.h"
+#include "core/run/run_int.h"
+#include "core/run/session.h"
+#include "core/host/status.h"
+
+static const char *const phase_names[] = {
+	"planning", "acquiring", "preparing", "starting", "prompting",
+	"cancelling", "stopping", "releasing", "done"
+};
+
+static void release_sandbox(sr__run *r);
+
+/* The ending, one step further when nothing holds it: the agent gone and
+ * no callback due. Called when STOPPING is entered and whenever a
+ * callback lands after that. */
+static void advance(sr__run *r)
+{
+	if (r->phase == SR__RUN_STOPPING) {
+		if (r->agent) {
+			sr__run_stop_agent(r); /* its exit lands later */
+			return;
+		}
+		if (r->inflight)
+			return;
+		sr__run_enter(r, SR__RUN_RELEASING);
+		release_sandbox(r);
+	}
+	if (r->phase == SR__RUN_RELEASING && !r->inflight)
+		sr__run_enter(r, SR__RUN_DONE);
+}
+
+/* The one transition function. */
+void sr__run_enter(sr__run *r, enum sr__run_phase next)
+{
+	if (next <= r->phase) {
+		sr__log(SR_LOG_ERROR, "run", "no way back from %s to %s", phase_names[r->phase],
+			phase_names[next]);
+		return;
+	}
+	sr__log(SR_LOG_DEBUG, "run", "%s -> %s", phase_names[r->phase], phase_names[next]);
+	r->phase = next;
+	if (next == SR__RUN_STOPPING)
+		advance(r);
+}
+
+int sr__run_started(sr__run *r, int rc, const char *code, const char *what)
+{
+	if (rc == SR_OK) {
+		r->inflight++;
+		return SR_OK;
+	}
+	sr__run_fail(r, code, "%s: %s", what, sr__strerror(rc));
+	return rc;
+}
+
+int sr__run_landed(sr__run *r)
+{
+	r->inflight--;
+	if (r->phase < SR__RUN_STOPPING)
+		return 1;
+	advance(r);
+	return 0;
+}
+
+/* ------------------------------------------------------------ outcomes */
+
+void sr__run_fail(sr__run *r, const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	json_t *ev;
+
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	r->exit_code = SR_RUN_EXIT_FAILED;
+	ev = json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
+		       "message", msg, "session", r->session);
+	if (r->tail_len) {
+		r->tail[r->tail_len] = 0;
+		json_object_set_new(ev, "stderr_tail", json_string(r->tail));
+	}
+	sr__run_emit(r, ev);
+	sr__run_enter(r, SR__RUN_STOPPING);
+}
+
+void sr__run_end_turn(sr__run *r, const char *stop_reason)
+{
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	r->exit_code = strcmp(stop_reason, "cancelled") == 0 ? SR_RUN_EXIT_CANCELLED :
+							      SR_RUN_EXIT_OK;
+	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s?, s:I}", "type", "run.finished",
+				  "stop_reason", stop_reason, "session", r->session, "sandbox",
+				  r->sandbox_id, "ms",
+				  (json_int_t)(uv_now(r->ctx->loop) - r->t0)));
+	sr__run_enter(r, SR__RUN_STOPPING);
+}
+
+void sr__run_refuse_late(sr__run *r, const char *code, const char *msg)
+{
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	r->exit_code = SR_RUN_EXIT_REFUSED;
+	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "run.failed", "code",
+				  code, "message", msg, "phase", "plan", "session", r->session));
+	sr__run_enter(r, SR__RUN_STOPPING);
+}
+
+/* ----------------------------------------------------------- release */
+
+static void on_released(void *ud, const sr_result *res)
+{
+	sr__run *r = ud;
+
+	if (res->status != SR_OK)
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: %s", r->sandbox_id,
+			res->message ? res->message : sr__strerror(res->status));
+	sr__run_landed(r);
+}
+
+/* The turn's pointer, with a compare-and-set on the turn index. */
+static void store_pointer(sr__run *r, const char *state)
+{
+	json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "session", r->session,
+				"sandbox", r->sandbox_id, "provider", r->provider->desc->name,
+				"harness", r->harness->desc->name, "acp_session",
+				r->acp_session, "turn", r->turn + 1);
+
+	if (sr__session_store(state, r->session, rec, r->turn) == SR_ESTATE) {
+		/* Another runner wrote a turn meanwhile: ours loses. */
+		sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code",
+					  "session_conflict", "message",
+					  "another run recorded a turn of this session first; "
+					  "this turn's pointer was not written",
+					  "session", r->session));
+		r->exit_code = SR_RUN_EXIT_FAILED;
+	}
+	json_decref(rec);
+}
+
+/* The agent is gone and nothing is due: the relay and loopback server
+ * stop, the pointer is written after a clean turn, and the sandbox is
+ * parked stopped (or destroyed when this run created it and failed). */
+static void release_sandbox(sr__run *r)
+{
+	const char *state = sr__ctx_state_dir(r->ctx);
+	int ok = r->exit_code == SR_RUN_EXIT_OK || r->exit_code == SR_RUN_EXIT_CANCELLED;
+	int rc;
+
+	if (r->relay) {
+		sr__relay_free(r->relay);
+		r->relay = NULL;
+	}
+	if (r->mcp_http) {
+		sr__mcp_http_stop(r->mcp_http);
+		r->mcp_http = NULL;
+	}
+	if (!r->sandbox_id)
+		return;
+	if (ok && state && r->acp_session)
+		store_pointer(r, state);
+	if (!ok && r->created) {
+		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
+					  on_released, r);
+		if (state)
+			sr__session_remove(state, r->session);
+	} else {
+		/* Parked stopped: the agent process ends with this runner. */
+		rc = sr__provider_park(r->provider, sr__next_req(), r->sandbox_id,
+				       SR_PARK_STOPPED, on_released, r);
+	}
+	if (rc == SR_OK)
+		r->inflight++;
+	else
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: cannot release it: %s", r->sandbox_id,
+			sr__strerror(rc));
+}
+
+/* -------------------------------------------------------------- public */
+
+void sr__run_cancel(sr__run *r)
+{
+	if (r->phase >= SR__RUN_CANCELLING)
+		return;
+	sr__run_emit(r, json_pack("{s:s}", "type", "run.cancelling"));
+	if (r->phase < SR__RUN_PROMPTING) {
+		/* No turn yet: nothing to wait for. */
+		sr__run_end_turn(r, "cancelled");
+		return;
+	}
+	sr__run_enter(r, SR__RUN_CANCELLING);
+	sr__run_perms_cancel(r);
+	if (r->relay)
+		sr__relay_set_ask_policy(r->relay, SR_ASK_DENY);
+	/* The prompt's answer (stopReason cancelled) ends the turn; an agent
+	 * that does not answer is killed. */
+	sr__run_cancel_agent(r);
+}
+
+int sr__run_done(const sr__run *r)
+{
+	return r->phase == SR__RUN_DONE;
+}
+
+void sr__run_free(sr__run *r)
+{
+	if (r->ctx->event_ud == r) {
+		r->ctx->event_sink = NULL;
+		r->ctx->event_ud = NULL;
+	}
+	sr__run_stop_kill_timer(r);
+	sr__run_perms_free(r);
+	if (r->relay)
+		sr__relay_free(r->relay);
+	if (r->mcp_http)
+		sr__mcp_http_stop(r->mcp_http);
+	if (r->acp)
+		sr__acp_free(r->acp);
+	sr__tools_free(r->tools);
+	sr__guard_clear(&r->guard);
+	json_decref(r->desc);
+	json_decref(r->user_mcp);
+	sr__run_forget_lookups(r);
+	free(r->allow_buf);
+	free(r->allow);
+	json_decref(r->files);
+	json_decref(r->env);
+	free(r->sandbox_id);
+	free(r->workspace);
+	free(r->home);
+	free(r->root);
+	free(r->acp_session);
+	free(r);
+}
+
+int sr__run_finish(sr__run *r)
+{
+	int code = r->exit_code;
+
+	sr__run_free(r);
+	return code;
+}

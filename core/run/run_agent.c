@@ -1,0 +1,487 @@
+/* The agent: its process in the sandbox (exec, I/O, stopping) and its ACP
+ * session (initialize, session/new or load, mode, prompt), the requests it
+ * makes (fs) and the updates it sends. */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plugins/harness.h"
+#include "core/host/log.h"
+#include "core/host/node.h"
+#include "core/plugins/provider.h"
+#include "core/run/run_int.h"
+#include "core/host/status.h"
+
+static void on_kill_timer_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+void sr__run_stop_kill_timer(sr__run *r)
+{
+	if (r->kill_timer) {
+		uv_timer_stop(r->kill_timer);
+		uv_close((uv_handle_t *)r->kill_timer, on_kill_timer_closed);
+		r->kill_timer = NULL;
+	}
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+	sr__run *r = t->data;
+
+	/* It did not leave after its stdin closed and SIGTERM: */
+	sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+}
+
+/* SIGKILL the agent after ms unless it left; without memory for a timer,
+ * at once. */
+static void start_kill_timer(sr__run *r, uint64_t ms)
+{
+	sr__run_stop_kill_timer(r);
+	r->kill_timer = malloc(sizeof(*r->kill_timer));
+	if (!r->kill_timer) {
+		sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+		return;
+	}
+	uv_timer_init(r->ctx->loop, r->kill_timer);
+	r->kill_timer->data = r;
+	uv_timer_start(r->kill_timer, on_kill_timer, ms, 0);
+}
+
+void sr__run_stop_agent(sr__run *r)
+{
+	if (!r->agent || r->agent_signalled)
+		return;
+	r->agent_signalled = 1;
+	/* The ACP object stays until the run is freed: stopping may run
+	 * inside one of its callbacks. Nothing more is fed to it. */
+	sr__provider_channel_close_input(r->provider, r->chan);
+	sr__provider_channel_signal(r->provider, r->chan, SIGTERM);
+	start_kill_timer(r, 3000);
+}
+
+void sr__run_cancel_agent(sr__run *r)
+{
+	sr__acp_notify(r->acp, "session/cancel", json_pack("{s:s}", "sessionId", r->acp_session));
+	start_kill_timer(r, 5000);
+}
+
+static int acp_write(void *ud, const char *data, size_t len)
+{
+	sr__run *r = ud;
+
+	if (!r->agent || r->phase >= SR__RUN_STOPPING)
+		return SR_ESTATE;
+	return sr__provider_channel_write(r->provider, r->chan, data, len);
+}
+
+static void on_agent_stdout(void *ud, const void *data, size_t len)
+{
+	sr__run *r = ud;
+
+	if (len && r->acp && r->phase < SR__RUN_STOPPING)
+		sr__acp_feed(r->acp, data, len);
+}
+
+static void on_agent_stderr(void *ud, const void *data, size_t len)
+{
+	sr__run *r = ud;
+
+	if (!len)
+		return;
+	if (len >= SR__RUN_STDERR_TAIL - 1) {
+		memcpy(r->tail, (const char *)data + len - (SR__RUN_STDERR_TAIL - 1),
+		       SR__RUN_STDERR_TAIL - 1);
+		r->tail_len = SR__RUN_STDERR_TAIL - 1;
+		return;
+	}
+	if (r->tail_len + len >= SR__RUN_STDERR_TAIL) {
+		size_t drop = r->tail_len + len - (SR__RUN_STDERR_TAIL - 1);
+		memmove(r->tail, r->tail + drop, r->tail_len - drop);
+		r->tail_len -= drop;
+	}
+	memcpy(r->tail + r->tail_len, data, len);
+	r->tail_len += len;
+}
+
+/* The channel ended: its callback was due since exec. */
+static void on_agent_exit(void *ud, int status, int sig)
+{
+	sr__run *r = ud;
+
+	r->agent = 0;
+	sr__run_stop_kill_timer(r);
+	if (r->phase == SR__RUN_CANCELLING)
+		sr__run_end_turn(r, "cancelled");
+	else if (sig)
+		sr__run_fail(r, "agent_exited", "the agent was killed by signal %d during the turn",
+			     sig);
+	else
+		sr__run_fail(r, "agent_exited", "the agent exited with status %d during the turn",
+			     status);
+	sr__run_landed(r);
+}
+
+/* The agent's process could not start after exec returned, or its
+ * channel was lost (a remote provider). */
+static void on_agent_failed(void *ud, int status, const char *message)
+{
+	sr__run *r = ud;
+
+	r->agent = 0;
+	sr__run_stop_kill_timer(r);
+	sr__run_fail(r, "agent_failed", "the agent's process failed: %s",
+		     message ? message : sr__strerror(status));
+	sr__run_landed(r);
+}
+
+/* A path the agent may touch: absolute, inside the workspace, no "..". */
+static int in_workspace(const sr__run *r, const char *path)
+{
+	size_t n = strlen(r->workspace);
+
+	if (!path || path[0] != '/' || strncmp(path, r->workspace, n) != 0 ||
+	    (path[n] != '/' && path[n] != 0))
+		return 0;
+	for (const char *p = path; (p = strstr(p, "..")); p += 2)
+		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == 0))
+			return 0;
+	return 1;
+}
+
+void sr__run_select_lines(const void *data, size_t len, long long line,
+			  long long limit, size_t *off, size_t *n)
+{
+	const char *s = data ? data : "", *end = s + (data ? len : 0), *e;
+
+	for (long long i = 1; line > 1 && i < line && s < end; i++)
+		s = (e = memchr(s, '\n', (size_t)(end - s))) ? e + 1 : end;
+	e = end;
+	if (limit > 0)
+		for (e = s; limit-- > 0 && e < end;) {
+			const char *nl = memchr(e, '\n', (size_t)(end - e));
+			e = nl ? nl + 1 : end;
+		}
+	*off = (size_t)(s - (const char *)(data ? data : ""));
+	*n = (size_t)(e - s);
+}
+
+typedef struct fs_req {
+	sr__run *r;
+	json_t *id;
+	json_t *params;
+	int write;
+} fs_req;
+
+static void on_fs_done(void *ud, const sr_result *res)
+{
+	fs_req *f = ud;
+	sr__run *r = f->r;
+
+	if (sr__run_landed(r) && r->acp) {
+		if (res->status != SR_OK) {
+			sr__acp_respond_error(r->acp, f->id, -32603, res->message ? res->message :
+					      sr__strerror(res->status));
+		} else if (f->write) {
+			sr__acp_respond(r->acp, f->id, json_null());
+		} else {
+			size_t off, n;
+			sr__run_select_lines(res->data, res->data ? res->len : 0,
+				json_integer_value(json_object_get(f->params, "line")),
+				json_integer_value(json_object_get(f->params, "limit")),
+				&off, &n);
+			sr__acp_respond(r->acp, f->id, json_pack("{s:s%}", "content",
+				res->data ? (const char *)res->data + off : "", n));
+		}
+	}
+	json_decref(f->id);
+	json_decref(f->params);
+	free(f);
+}
+
+static void on_fs_request(sr__run *r, json_t *id, const char *method,
+			  json_t *params)
+{
+	const char *path = json_string_value(json_object_get(params, "path"));
+	fs_req *f;
+	char msg[600];
+	int rc;
+
+	if (!in_workspace(r, path)) {
+		snprintf(msg, sizeof(msg), "%s: '%s' is outside the workspace %s", method,
+			 path ? path : "", r->workspace);
+		sr__acp_respond_error(r->acp, id, -32602, msg);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		sr__acp_respond_error(r->acp, id, -32603, "out of memory");
+		return;
+	}
+	f->r = r;
+	f->id = json_incref(id);
+	f->params = json_incref(params);
+	f->write = strcmp(method, "fs/write_text_file") == 0;
+	if (f->write) {
+		const char *content = json_string_value(json_object_get(params, "content"));
+		rc = sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
+					   content ? content : "", content ? strlen(content) : 0,
+					   0644, on_fs_done, f);
+	} else {
+		rc = sr__provider_file_get(r->provider, sr__next_req(), r->sandbox_id, path,
+					   16u << 20, on_fs_done, f);
+	}
+	if (rc == SR_OK) {
+		r->inflight++;
+		return;
+	}
+	sr__acp_respond_error(r->acp, id, -32603, sr__strerror(rc));
+	json_decref(f->id);
+	json_decref(f->params);
+	free(f);
+}
+
+static void on_agent_request(void *ud, json_t *id, const char *method,
+			     json_t *params)
+{
+	sr__run *r = ud;
+	char msg[200];
+
+	if (strcmp(method, "session/request_permission") == 0) {
+		sr__run_on_permission_request(r, id, params);
+	} else if (strcmp(method, "fs/read_text_file") == 0 ||
+		   strcmp(method, "fs/write_text_file") == 0) {
+		on_fs_request(r, id, method, params);
+	} else {
+		snprintf(msg, sizeof(msg), "Method not found: %.150s", method);
+		sr__acp_respond_error(r->acp, id, -32601, msg);
+	}
+}
+
+static void on_agent_notification(void *ud, const char *method, json_t *params)
+{
+	sr__run *r = ud;
+
+	if (strcmp(method, "session/update") == 0)
+		sr__run_on_update(r, json_object_get(params, "update"));
+}
+
+static void on_protocol_error(void *ud, const char *message)
+{
+	sr__log(SR_LOG_WARN, "run", "agent: %s", message);
+	(void)ud;
+}
+
+static void on_prompt(void *ud, json_t *result, json_t *error, const char *message)
+{
+	sr__run *r = ud;
+	const char *reason = json_string_value(json_object_get(result, "stopReason"));
+
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	if (error || !result) {
+		sr__run_fail(r, "prompt_failed", "session/prompt failed: %s",
+			     error ? json_string_value(json_object_get(error, "message")) : message);
+		return;
+	}
+	sr__run_timing(r, "turn");
+	sr__run_end_turn(r, reason ? reason : "end_turn");
+}
+
+static void prompt(sr__run *r)
+{
+	json_t *params;
+
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	params = json_pack("{s:s, s:[{s:s, s:s}]}", "sessionId", r->acp_session, "prompt",
+			   "type", "text", "text", r->o.prompt);
+	sr__run_enter(r, SR__RUN_PROMPTING);
+	sr__run_emit(r, json_pack("{s:s, s:s}", "type", "agent.prompt_sent", "session",
+				  r->session));
+	sr__acp_request(r->acp, "session/prompt", params, 0, on_prompt, r);
+}
+
+static void on_set_mode(void *ud, json_t *result, json_t *error, const char *message)
+{
+	sr__run *r = ud;
+
+	(void)result;
+	if (error || message)
+		sr__log(SR_LOG_WARN, "run", "session/set_mode: %s",
+			message ? message : json_string_value(json_object_get(error, "message")));
+	prompt(r);
+}
+
+/* Switch to the harness's mode when the session offers it. */
+static void set_mode_then_prompt(sr__run *r, json_t *modes)
+{
+	const char *want = json_string_value(json_object_get(r->desc, "mode"));
+	json_t *available = json_object_get(modes, "availableModes"), *m;
+	size_t i;
+
+	if (want) {
+		const char *current = json_string_value(json_object_get(modes, "currentModeId"));
+		json_array_foreach(available, i, m)
+			if (strcmp(json_string_value(json_object_get(m, "id")) ?
+				   json_string_value(json_object_get(m, "id")) : "", want) == 0 &&
+			    (!current || strcmp(current, want) != 0)) {
+				sr__acp_request(r->acp, "session/set_mode",
+						json_pack("{s:s, s:s}", "sessionId", r->acp_session,
+							  "modeId", want),
+						r->o.acp_timeout_ms, on_set_mode, r);
+				return;
+			}
+	}
+	prompt(r);
+}
+
+static void on_session(void *ud, json_t *result, json_t *error, const char *message)
+{
+	sr__run *r = ud;
+	const char *sid = json_string_value(json_object_get(result, "sessionId"));
+
+	r->loading = 0;
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	if (error || message) {
+		sr__run_fail(r, message ? "agent_timeout" : "session_failed", "%s failed: %s",
+			     r->resumed && r->load_session ? "session/load" : "session/new",
+			     message ? message : json_string_value(json_object_get(error, "message")));
+		return;
+	}
+	if (sid) {
+		free(r->acp_session);
+		r->acp_session = strdup(sid);
+	}
+	if (!r->acp_session) {
+		sr__run_fail(r, "session_failed", "session/new answered without a sessionId");
+		return;
+	}
+	sr__run_timing(r, "create_session");
+	set_mode_then_prompt(r, json_object_get(result, "modes"));
+}
+
+static void on_initialize(void *ud, json_t *result, json_t *error, const char *message)
+{
+	sr__run *r = ud;
+	json_t *caps = json_object_get(result, "agentCapabilities");
+	json_t *rj, *servers, *params;
+	const char *method;
+
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	if (error || message) {
+		sr__run_fail(r, message ? "agent_timeout" : "agent_failed",
+			     "the agent did not answer initialize: %s",
+			     message ? message : json_string_value(json_object_get(error, "message")));
+		return;
+	}
+	sr__run_timing(r, "probe_capabilities");
+	r->load_session = json_is_true(json_object_get(caps, "loadSession"));
+	rj = sr__run_json(r);
+	servers = sr__harness_mcp_servers(r->harness, rj);
+	json_decref(rj);
+	if (r->resumed && r->load_session && r->acp_session) {
+		method = "session/load";
+		r->loading = 1;
+		params = json_pack("{s:s, s:s, s:o}", "sessionId", r->acp_session, "cwd",
+				   r->workspace, "mcpServers", servers);
+	} else {
+		method = "session/new";
+		free(r->acp_session);
+		r->acp_session = NULL;
+		params = json_pack("{s:s, s:o}", "cwd", r->workspace, "mcpServers", servers);
+	}
+	sr__run_emit(r, json_pack("{s:s, s:s}", "type", "agent.session", "method", method));
+	sr__acp_request(r->acp, method, params, r->o.acp_timeout_ms, on_session, r);
+}
+
+/* What the agent reads on the runner's host, for a provider that confines
+ * a local sandbox: the adapter (its install directory and command), the
+ * shim, and sandrun's Node.js runtime. */
+static json_t *host_paths(sr__run *r)
+{
+	json_t *paths = json_array();
+	char *node = sr__node_dir(r->ctx);
+
+	json_array_append(paths, json_array_get(json_object_get(r->desc, "command"), 0));
+	if (json_is_string(json_object_get(r->desc, "install_dir")))
+		json_array_append(paths, json_object_get(r->desc, "install_dir"));
+	if (r->tools && r->o.shim_path)
+		json_array_append_new(paths, json_string(r->o.shim_path));
+	if (node)
+		json_array_append_new(paths, json_string(node));
+	free(node);
+	return paths;
+}
+
+void sr__run_start_agent(sr__run *r)
+{
+	static const sr__acp_handlers h = { acp_write, on_agent_request,
+					    on_agent_notification, on_protocol_error };
+	sr_channel_callbacks cbs = { sizeof(cbs), on_agent_stdout, on_agent_stderr,
+				     on_agent_exit, on_agent_failed };
+	json_t *cmd = json_object_get(r->desc, "command");
+	const char **argv = calloc(json_array_size(cmd) + 1, sizeof(*argv));
+	sr_pair *env = calloc(json_array_size(r->env) + 1, sizeof(*env));
+	json_t *paths = host_paths(r);
+	const char **hp = calloc(json_array_size(paths) + 1, sizeof(*hp));
+	sr_exec_spec spec = { sizeof(spec), argv, env, json_array_size(r->env), r->workspace,
+			      hp, json_array_size(paths) };
+	size_t i;
+	json_t *v;
+	int rc;
+
+	sr__run_enter(r, SR__RUN_STARTING);
+	if (!argv || !env || !hp) {
+		free(argv);
+		free(env);
+		free(hp);
+		json_decref(paths);
+		sr__run_fail(r, "agent_not_started", "cannot start the agent: out of memory");
+		return;
+	}
+	json_array_foreach(cmd, i, v)
+		argv[i] = json_string_value(v);
+	json_array_foreach(paths, i, v)
+		hp[i] = json_string_value(v);
+	json_array_foreach(r->env, i, v) {
+		env[i].name = json_string_value(json_object_get(v, "name"));
+		env[i].value = json_string_value(json_object_get(v, "value"));
+	}
+	r->acp = sr__acp_new(r->ctx->loop, &h, r);
+	r->chan = sr__next_req();
+	if (!r->acp)
+		rc = SR_ENOMEM;
+	else
+		rc = argv[0] && hp ? sr__provider_exec(r->provider, r->chan, r->sandbox_id,
+						       &spec, &cbs, r) : SR_EINVAL;
+	free(argv);
+	free(env);
+	free(hp);
+	json_decref(paths);
+	if (rc != SR_OK) {
+		sr__run_fail(r, "agent_not_started",
+			     "cannot start the agent '%s': %s (is it installed? run "
+			     "'sandrun install-harness %s')",
+			     json_string_value(json_array_get(cmd, 0)) ?
+				     json_string_value(json_array_get(cmd, 0)) : "",
+			     sr__strerror(rc), r->harness->desc->name);
+		return;
+	}
+	r->agent = 1;
+	r->inflight++; /* its exit lands */
+	sr__run_emit(r, json_pack("{s:s, s:s}", "type", "agent.starting", "harness",
+			  r->harness->desc->name));
+	sr__acp_request(r->acp, "initialize",
+			json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s}}",
+				  "protocolVersion", 1, "clientCapabilities", "fs",
+				  "readTextFile", 1, "writeTextFile", 1, "terminal", 0,
+				  "clientInfo", "name", "sandrun", "version", PACKAGE_VERSION),
+			r->o.acp_timeout_ms, on_initialize, r);
+}

@@ -1,0 +1,136 @@
+/* The run's insides, shared by its files: run.c (the state machine and
+ * the ending), run_plan.c (start and the plan), run_prepare.c (acquiring
+ * and preparing the sandbox), run_agent.c (the agent and its ACP
+ * session), run_perm.c (permissions), run_events.c (events). */
+#ifndef SR_CORE_RUN_INT_H
+#define SR_CORE_RUN_INT_H
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "core/run/acp.h"
+#include "core/plugins/loader.h"
+#include "core/tools/mcp_http.h"
+#include "core/tools/relay.h"
+#include "core/run/run.h"
+#include "core/tools/tools.h"
+
+#define SR__RUN_STDERR_TAIL 4096
+
+/* The phases of a turn, in order: a run only ever moves forward. */
+enum sr__run_phase {
+	SR__RUN_PLANNING,   /* the gates that need the loop: user MCP host lookups */
+	SR__RUN_ACQUIRING,  /* the provider creates or reconnects the sandbox */
+	SR__RUN_PREPARING,  /* relay and tool specs, the harness's files */
+	SR__RUN_STARTING,   /* the agent: exec, initialize, session, mode */
+	SR__RUN_PROMPTING,  /* session/prompt sent: the turn itself */
+	SR__RUN_CANCELLING, /* session/cancel sent: its answer ends the turn */
+	SR__RUN_STOPPING,   /* the outcome is known: the agent is stopped and
+			     * every callback still due comes in */
+	SR__RUN_RELEASING,  /* pointer written, sandbox parked or destroyed */
+	SR__RUN_DONE        /* nothing due any more: the caller frees the run */
+};
+
+typedef struct sr__run_perm sr__run_perm;
+typedef struct sr__mcp_lookups sr__mcp_lookups;
+
+struct sr__run {
+	sr__ctx *ctx;
+	sr__run_opts o;
+	enum sr__run_phase phase;
+	int inflight;            /* operations whose callback is still due,
+				  * the agent's channel included */
+	int exit_code;
+	sr__plugin *provider, *harness;
+	json_t *desc;            /* the harness's describe */
+	json_t *user_mcp;
+	char *allow_buf;         /* [runner] mcp_allow_hosts, split in place */
+	const char **allow;      /* its host names, NULL-terminated */
+	sr__mcp_lookups *lookups; /* user MCP hosts being resolved */
+	sr__toolset *tools;
+	sr__guard guard;
+	sr__relay *relay;
+	sr__mcp_http *mcp_http;  /* the loopback server, when the harness asks */
+	char session[32];
+	int resumed;             /* a session record existed */
+	int created;             /* the sandbox was created by this run */
+	int turn;                /* completed turns before this one */
+	char *sandbox_id, *workspace, *home, *root;
+	char relay_dir[4096], specs[4096];
+	json_t *files;           /* harness files still to write */
+	size_t file_index;
+	json_t *env;             /* the adapter's environment */
+	/* The agent. */
+	sr__acp *acp;
+	uint64_t chan;           /* its channel (exec req) */
+	int agent;               /* the channel is open */
+	int agent_signalled;     /* SIGTERM sent on stopping */
+	uv_timer_t *kill_timer;
+	char *acp_session;
+	int load_session;        /* the agent can session/load */
+	int loading;             /* session/load sent: updates are history */
+	char tail[SR__RUN_STDERR_TAIL]; /* its stderr, last bytes */
+	size_t tail_len;
+	sr__run_perm *perms;
+	int next_perm;
+	uint64_t t0, t_phase;
+};
+
+/* A copy of o's string member key, or NULL. */
+static inline char *sr__run_json_str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? strdup(s) : NULL;
+}
+
+/* run.c: moving on, counting, ending. */
+void sr__run_enter(sr__run *r, enum sr__run_phase next);
+/* An operation of the run started (rc from the call): its callback is
+ * now due. On failure the run fails with code and what. */
+int sr__run_started(sr__run *r, int rc, const char *code, const char *what);
+/* Every callback of an operation the run started comes here first: 1
+ * when the run goes on with it, 0 when the run is ending (the ending
+ * then goes on once the last callback is in). */
+int sr__run_landed(sr__run *r);
+void sr__run_fail(sr__run *r, const char *code, const char *fmt, ...)
+	SR_PRINTF(3, 4);
+void sr__run_end_turn(sr__run *r, const char *stop_reason);
+/* A plan gate that needed the loop refused: nothing was acquired. */
+void sr__run_refuse_late(sr__run *r, const char *code, const char *msg);
+void sr__run_free(sr__run *r);
+
+/* run_plan.c */
+void sr__run_check_mcp_hosts(sr__run *r);
+/* Lookups still running answer to nobody once the run is freed. */
+void sr__run_forget_lookups(sr__run *r);
+
+/* run_prepare.c */
+void sr__run_acquire(sr__run *r);
+json_t *sr__run_json(sr__run *r);
+
+/* run_agent.c */
+void sr__run_start_agent(sr__run *r);
+/* Stopping: stdin closed, SIGTERM, SIGKILL after 3 s (once). */
+void sr__run_stop_agent(sr__run *r);
+/* Cancelling: session/cancel; SIGKILL after 5 s unless the turn ends. */
+void sr__run_cancel_agent(sr__run *r);
+void sr__run_stop_kill_timer(sr__run *r);
+
+/* run_perm.c */
+void sr__run_on_permission_request(sr__run *r, json_t *id, json_t *params);
+/* Answer every waiting request "cancelled". */
+void sr__run_perms_cancel(sr__run *r);
+void sr__run_perms_free(sr__run *r);
+
+/* run_events.c */
+void sr__run_emit(sr__run *r, json_t *ev);
+void sr__run_timing(sr__run *r, const char *stage);
+void sr__run_on_relay_event(void *ud, json_t *ev);
+void sr__run_plugin_event(void *ud, json_t *ev);
+/* A session/update of the agent as an event. */
+void sr__run_on_update(sr__run *r, json_t *update);
+
+#endif

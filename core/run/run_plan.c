@@ -1,0 +1,304 @@
+/* Starting a run: its options and session record, the plan gates (core/
+ * plan.c) and the one that needs the loop, the user MCP host lookups. */
+#include "config.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plugins/harness.h"
+#include "core/host/log.h"
+#include "core/run/plan.h"
+#include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
+#include "core/run/run_int.h"
+#include "core/run/session.h"
+
+#define DEFAULT_ACP_TIMEOUT_MS 120000
+
+/* The lookups of user MCP hosts, shared by their requests: the run may
+ * be gone (cancelled, freed) while a lookup still runs on the pool. */
+struct sr__mcp_lookups {
+	struct sr__run *r;      /* NULL once the run is freed */
+	int pending;
+	char why[600];          /* the first refusal */
+};
+
+typedef struct mcp_lookup {
+	uv_getaddrinfo_t req;
+	sr__mcp_lookups *all;
+	char *name, *url;
+} mcp_lookup;
+
+static void on_mcp_lookup(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	mcp_lookup *l = req->data;
+	sr__mcp_lookups *all = l->all;
+	char why[600];
+	sr__run *r;
+
+	if (all->r && !all->why[0] &&
+	    !sr__plan_mcp_addrs_ok(l->url, status == 0 ? res : NULL, why, sizeof(why)))
+		snprintf(all->why, sizeof(all->why), "MCP server '%s': %s", l->name, why);
+	uv_freeaddrinfo(res);
+	free(l->name);
+	free(l->url);
+	free(l);
+	if (--all->pending > 0)
+		return;
+	r = all->r;
+	snprintf(why, sizeof(why), "%s", all->why);
+	free(all);
+	if (!r)
+		return;
+	r->lookups = NULL;
+	if (r->phase >= SR__RUN_STOPPING)
+		return;
+	if (why[0])
+		sr__run_refuse_late(r, "mcp_url_refused", why);
+	else
+		sr__run_acquire(r);
+}
+
+void sr__run_forget_lookups(sr__run *r)
+{
+	if (r->lookups)
+		r->lookups->r = NULL;
+}
+
+/* The SSRF gate on what user MCP host names resolve to, on the thread
+ * pool (uv_getaddrinfo), then acquire. */
+void sr__run_check_mcp_hosts(sr__run *r)
+{
+	sr__mcp_lookups *all = calloc(1, sizeof(*all));
+	struct addrinfo hints;
+	json_t *s;
+	size_t i;
+
+	if (!all) {
+		sr__run_refuse_late(r, "mcp_url_refused", "out of memory checking the MCP servers");
+		return;
+	}
+	all->r = r;
+	all->pending = 1; /* until every lookup is started */
+	r->lookups = all;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	json_array_foreach(r->user_mcp, i, s) {
+		const char *url = json_string_value(json_object_get(s, "url"));
+		char host[256];
+		mcp_lookup *l;
+		if (!url || !sr__plan_mcp_host_to_resolve(url, r->allow, host, sizeof(host)))
+			continue;
+		l = calloc(1, sizeof(*l));
+		if (!l || !(l->url = strdup(url)) ||
+		    !(l->name = strdup(json_string_value(json_object_get(s, "name"))))) {
+			if (l)
+				free(l->url);
+			free(l);
+			snprintf(all->why, sizeof(all->why), "out of memory checking the MCP servers");
+			break;
+		}
+		l->all = all;
+		l->req.data = l;
+		all->pending++;
+		if (uv_getaddrinfo(r->ctx->loop, &l->req, on_mcp_lookup, host, NULL, &hints) != 0) {
+			all->pending--;
+			snprintf(all->why, sizeof(all->why), "MCP server '%s': '%s' cannot be resolved",
+				 l->name, url);
+			free(l->name);
+			free(l->url);
+			free(l);
+			break;
+		}
+	}
+	/* The last reference: answer now if no lookup is running. */
+	if (--all->pending > 0)
+		return;
+	r->lookups = NULL;
+	if (all->why[0]) {
+		char why[600];
+		snprintf(why, sizeof(why), "%s", all->why);
+		free(all);
+		sr__run_refuse_late(r, "mcp_url_refused", why);
+		return;
+	}
+	free(all);
+	sr__run_acquire(r);
+}
+
+/* Split the comma-separated allow-list into r->allow. */
+static int split_allow(sr__run *r, const char *list)
+{
+	size_t n = 2;
+	char *tok, *save;
+
+	for (const char *p = list; *p; p++)
+		n += *p == ',';
+	r->allow_buf = strdup(list);
+	r->allow = calloc(n, sizeof(*r->allow));
+	if (!r->allow_buf || !r->allow)
+		return SR_ENOMEM;
+	n = 0;
+	for (tok = strtok_r(r->allow_buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		r->allow[n++] = tok;
+	return SR_OK;
+}
+
+static int harness_enabled(const sr__ctx *ctx, const char *name)
+{
+	char *list = strdup(ctx->rc.harnesses), *tok, *save;
+	int found = 0;
+
+	for (tok = strtok_r(list, ", ", &save); tok && !found; tok = strtok_r(NULL, ", ", &save))
+		found = strcmp(tok, name) == 0;
+	free(list);
+	return found;
+}
+
+static const char *first_harness(const sr__ctx *ctx, char *buf, size_t n)
+{
+	size_t len = strcspn(ctx->rc.harnesses, ", ");
+
+	if (len == 0 || len >= n)
+		return NULL;
+	memcpy(buf, ctx->rc.harnesses, len);
+	buf[len] = 0;
+	return buf;
+}
+
+static int refuse(sr__run *r, const char *code, const char *msg, int *exit_code)
+{
+	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
+			  "message", msg, "phase", "plan"));
+	*exit_code = SR_RUN_EXIT_REFUSED;
+	return SR_EPERM;
+}
+
+int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
+		  int *exit_code)
+{
+	sr__run *r = calloc(1, sizeof(*r));
+	sr__plan plan;
+	const char *code, *state;
+	char msg[1024], hbuf[64] = "", err[600];
+	int rc;
+
+	*out = NULL;
+	*exit_code = SR_RUN_EXIT_FAILED;
+	if (!r) {
+		fprintf(stderr, "sandrun: out of memory\n");
+		return SR_ENOMEM;
+	}
+	r->ctx = ctx;
+	r->o = *o;
+	ctx->event_sink = sr__run_plugin_event;
+	ctx->event_ud = r;
+	if (!r->o.acp_timeout_ms)
+		r->o.acp_timeout_ms = DEFAULT_ACP_TIMEOUT_MS;
+	r->t0 = r->t_phase = uv_now(ctx->loop);
+	/* Resuming: the session's own harness, unless one is named. */
+	if (!r->o.harness && o->session && sr__ctx_state_dir(ctx)) {
+		json_t *rec = NULL;
+		if (sr__session_load(sr__ctx_state_dir(ctx), o->session, &rec) == SR_OK &&
+		    json_string_value(json_object_get(rec, "harness")))
+			snprintf(hbuf, sizeof(hbuf), "%s",
+				 json_string_value(json_object_get(rec, "harness")));
+		json_decref(rec);
+		if (hbuf[0])
+			r->o.harness = hbuf;
+	}
+	if (!r->o.harness)
+		r->o.harness = first_harness(ctx, hbuf, sizeof(hbuf));
+	if (!r->o.harness)
+		r->o.harness = "claude";
+	memset(&plan, 0, sizeof(plan));
+	plan.prompt = o->prompt;
+	plan.provider_name = ctx->rc.provider;
+	plan.harness_name = r->o.harness;
+	plan.network = o->network;
+	plan.enforcement_strict = o->enforcement_strict;
+	r->provider = sr__registry_find(ctx->reg, SR_PLUGIN_PROVIDER, ctx->rc.provider);
+	r->harness = sr__registry_find(ctx->reg, SR_PLUGIN_HARNESS, r->o.harness);
+	plan.provider_loaded = r->provider && sr__plugin_start(ctx, r->provider) == SR_OK;
+	plan.harness_enabled = harness_enabled(ctx, r->o.harness);
+	plan.harness_loaded = r->harness && sr__plugin_start(ctx, r->harness) == SR_OK;
+	if (plan.provider_loaded)
+		plan.provider_caps = sr__provider_capabilities(r->provider);
+	r->desc = plan.harness_loaded ? sr__harness_describe(r->harness) : json_object();
+	plan.harness_tools = json_object_get(r->desc, "tools");
+	if (o->tools_path) {
+		if (sr__tools_load(o->tools_path, &r->tools, err, sizeof(err)) != SR_OK) {
+			refuse(r, "tools_invalid", err, exit_code);
+			sr__run_free(r);
+			return SR_EINVAL;
+		}
+		plan.has_tools = r->tools->n > 0;
+	}
+	if (o->mcp_path) {
+		json_error_t jerr;
+		r->user_mcp = json_load_file(o->mcp_path, 0, &jerr);
+		if (!json_is_array(r->user_mcp)) {
+			snprintf(msg, sizeof(msg), "%s: expected a JSON array of MCP server entries%s%s",
+				 o->mcp_path, r->user_mcp ? "" : ": ", r->user_mcp ? "" : jerr.text);
+			refuse(r, "mcp_server_invalid", msg, exit_code);
+			sr__run_free(r);
+			return SR_EINVAL;
+		}
+	}
+	plan.user_mcp = r->user_mcp;
+	if (split_allow(r, ctx->rc.mcp_allow_hosts ? ctx->rc.mcp_allow_hosts : "") != SR_OK) {
+		sr__run_free(r);
+		return SR_ENOMEM;
+	}
+	plan.mcp_allow_hosts = r->allow;
+	if (sr__plan_check(&plan, &code, msg, sizeof(msg)) != SR_OK) {
+		refuse(r, code, msg, exit_code);
+		sr__run_free(r);
+		return SR_EPERM;
+	}
+	if (!r->provider || !r->harness) { /* the plan made sure of both */
+		sr__run_free(r);
+		return SR_EINVAL;
+	}
+	r->guard.default_mode = SR_PERM_ALLOW_READS;
+	state = sr__ctx_state_dir(ctx);
+	if (o->session) {
+		json_t *rec = NULL;
+		rc = state ? sr__session_load(state, o->session, &rec) : SR_EIO;
+		if (rc != SR_OK) {
+			snprintf(msg, sizeof(msg), rc == SR_EINVAL ?
+				 "'%s' is not a session id (ses- and 16 hex digits)" :
+				 "no session '%s' (it ended, or was never recorded here)", o->session);
+			refuse(r, "unknown_session", msg, exit_code);
+			json_decref(rec);
+			sr__run_free(r);
+			return SR_ENOTFOUND;
+		}
+		if (strcmp(json_string_value(json_object_get(rec, "harness")) ?
+			   json_string_value(json_object_get(rec, "harness")) : "",
+			   r->harness->desc->name) != 0) {
+			snprintf(msg, sizeof(msg), "session '%s' belongs to harness '%s'", o->session,
+				 json_string_value(json_object_get(rec, "harness")));
+			refuse(r, "session_incompatible", msg, exit_code);
+			json_decref(rec);
+			sr__run_free(r);
+			return SR_EINVAL;
+		}
+		snprintf(r->session, sizeof(r->session), "%s", o->session);
+		r->sandbox_id = sr__run_json_str(rec, "sandbox");
+		r->acp_session = sr__run_json_str(rec, "acp_session");
+		r->turn = (int)json_integer_value(json_object_get(rec, "turn"));
+		r->resumed = 1;
+		json_decref(rec);
+	} else {
+		sr__session_new_id(r->session, sizeof(r->session));
+	}
+	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:i}", "type", "run.started", "session",
+			  r->session, "harness", r->harness->desc->name, "provider",
+			  r->provider->desc->name, "turn", r->turn + 1));
+	*out = r;
+	sr__run_check_mcp_hosts(r);
+	return SR_OK;
+}

@@ -1,0 +1,430 @@
+/* Acquiring the sandbox (create or reconnect, with credential bindings)
+ * and preparing it: the relay and tool specs, the harness's environment
+ * and files. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/plugins/harness.h"
+#include "core/host/log.h"
+#include "core/host/node.h"
+#include "core/plugins/provider.h"
+#include "core/run/run_int.h"
+#include "core/run/session.h"
+#include "core/host/status.h"
+
+json_t *sr__run_json(sr__run *r)
+{
+	json_t *j = json_pack("{s:s, s:s, s:s, s:b, s:o}", "workspace", r->workspace,
+			      "home", r->home ? r->home : r->workspace, "session", r->session,
+			      "as_root", geteuid() == 0, "user_mcp_servers",
+			      r->user_mcp ? json_incref(r->user_mcp) : json_array());
+
+	if (r->o.model_url)
+		json_object_set_new(j, "model_url", json_string(r->o.model_url));
+	if (r->tools) {
+		json_object_set_new(j, "shim", json_string(r->o.shim_path));
+		json_object_set_new(j, "specs", json_string(r->specs));
+		json_object_set_new(j, "relay_dir", json_string(r->relay_dir));
+	}
+	if (r->mcp_http)
+		json_object_set_new(j, "mcp_http", json_pack("{s:s, s:s}", "url",
+			sr__mcp_http_url(r->mcp_http), "token", sr__mcp_http_token(r->mcp_http)));
+	return j;
+}
+
+static void write_next_file(sr__run *r);
+
+static void on_file_written(void *ud, const sr_result *res)
+{
+	sr__run *r = ud;
+
+	if (!sr__run_landed(r))
+		return;
+	if (res->status != SR_OK && res->status != SR_EEXIST) {
+		sr__run_fail(r, "prepare_failed", "cannot write %s in the sandbox: %s",
+		     json_string_value(json_object_get(json_array_get(r->files, r->file_index),
+						       "path")),
+		     res->message ? res->message : sr__strerror(res->status));
+		return;
+	}
+	r->file_index++;
+	write_next_file(r);
+}
+
+/* Harness files, one after another; "mkdir" entries come first for each
+ * missing parent (created by prepare_files). */
+static void write_next_file(sr__run *r)
+{
+	json_t *f = json_array_get(r->files, r->file_index);
+	const char *path, *content;
+	int rc;
+
+	if (!f) {
+		sr__run_timing(r, "prepare_workspace");
+		sr__run_start_agent(r);
+		return;
+	}
+	path = json_string_value(json_object_get(f, "path"));
+	content = json_string_value(json_object_get(f, "content"));
+	if (json_is_true(json_object_get(f, "dir")))
+		rc = sr__provider_file_mkdir(r->provider, sr__next_req(), r->sandbox_id, path,
+					     0700, on_file_written, r);
+	else
+		rc = sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id, path,
+					   content ? content : "", content ? strlen(content) : 0,
+					   (uint32_t)json_integer_value(json_object_get(f, "mode")),
+					   on_file_written, r);
+	sr__run_started(r, rc, "prepare_failed", path ? path : "a harness file");
+}
+
+/* The length of base when path lies strictly below it, else 0. */
+static size_t below(const char *path, const char *base)
+{
+	size_t n = base ? strlen(base) : 0;
+
+	while (n > 1 && base[n - 1] == '/')
+		n--;
+	return n && strncmp(path, base, n) == 0 && path[n] == '/' ? n : 0;
+}
+
+json_t *sr__run_expand_files(const char *home, const char *workspace,
+			     json_t *files)
+{
+	json_t *out = json_array(), *f;
+	size_t i;
+
+	json_array_foreach(files, i, f) {
+		const char *path = json_string_value(json_object_get(f, "path"));
+		size_t n;
+		char buf[4096];
+		if (!path || path[0] != '/')
+			continue;
+		/* Parents are made only below the home or the workspace; a
+		 * file elsewhere is put as it is. */
+		n = below(path, home);
+		if (!n)
+			n = below(path, workspace);
+		for (const char *p = n ? path + n + 1 : NULL; p && (p = strchr(p, '/')); p++) {
+			snprintf(buf, sizeof(buf), "%.*s", (int)(p - path), path);
+			json_array_append_new(out, json_pack("{s:s, s:b}", "path", buf, "dir", 1));
+		}
+		json_array_append(out, f);
+	}
+	return out;
+}
+
+/* Append the runner's values of the env names desc lists under key to
+ * env ({name, value} objects); each value is registered as a secret when
+ * names is not NULL, and its name appended there. */
+static void copy_env(json_t *desc, const char *key, json_t *env, json_t *names)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(desc, key), i, v) {
+		const char *name = json_string_value(v);
+		const char *value = name ? getenv(name) : NULL;
+		if (!value || !*value)
+			continue;
+		if (names) {
+			sr__secret_register(value);
+			json_array_append_new(names, json_string(name));
+		}
+		if (env)
+			json_array_append_new(env, json_pack("{s:s, s:s}", "name", name,
+							     "value", value));
+	}
+}
+
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
+			     json_t *exposed)
+{
+	json_t *names = json_array();
+
+	copy_env(desc, "passthrough_env", env, NULL);
+	/* A provider that isolates secrets gets them through
+	 * spec.credentials only: never also as plain environment. */
+	if (caps & SR_CAP_ISOLATED_SECRETS) {
+		copy_env(desc, "credential_env", NULL, names);
+	} else {
+		copy_env(desc, "credential_env", env, names);
+		json_array_extend(exposed, names);
+	}
+	json_decref(names);
+}
+
+const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts,
+					  size_t n_hosts, size_t *n)
+{
+	json_t *list = json_object_get(desc, "credential_env"), *v;
+	size_t max = json_array_size(list), i;
+	const sr_credential **ptrs;
+	sr_credential *creds;
+
+	*n = 0;
+	/* One allocation: the pointers, then the bindings they point to. */
+	ptrs = calloc(1, (max + 1) * sizeof(*ptrs) + max * sizeof(*creds));
+	if (!ptrs)
+		return NULL;
+	creds = (sr_credential *)(ptrs + max + 1);
+	json_array_foreach(list, i, v) {
+		const char *name = json_string_value(v);
+		const char *value = name ? getenv(name) : NULL;
+		sr_credential *c = &creds[*n];
+		if (!value || !*value)
+			continue;
+		sr__secret_register(value);
+		c->size = sizeof(*c);
+		c->target = SR_CRED_ENV;
+		c->name = name;
+		c->value = value;
+		c->hosts = hosts;
+		c->n_hosts = n_hosts;
+		c->usage = "api_key";
+		c->isolation_required = 1;
+		ptrs[(*n)++] = c;
+	}
+	return ptrs;
+}
+
+static int add_credentials(sr__run *r)
+{
+	json_t *exposed = json_array();
+
+	sr__run_env_from_runner(r->desc, sr__provider_capabilities(r->provider), r->env,
+				exposed);
+	if (json_array_size(exposed))
+		sr__run_emit(r, json_pack("{s:s, s:O, s:s}", "type", "credentials.exposed", "names",
+				  exposed, "reason",
+				  "this provider cannot hide secrets: the sandbox sees them in its environment"));
+	json_decref(exposed);
+	return SR_OK;
+}
+
+/* The adapters start with "#!/usr/bin/env node": when sandrun's own
+ * Node.js runtime is installed on this host, it comes first on their PATH.
+ * A remote sandbox's node comes with its image. */
+static void add_node_runtime(sr__run *r)
+{
+	const char *base = getenv("PATH");
+	char *bin, *path;
+	json_t *v;
+	size_t i, own = (size_t)-1;
+
+	if (sr__provider_capabilities(r->provider) & SR_CAP_REMOTE)
+		return;
+	if (!(bin = sr__node_runtime_bin(r->ctx)))
+		return;
+	json_array_foreach(r->env, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		if (name && strcmp(name, "PATH") == 0)
+			own = i;
+	}
+	if (own != (size_t)-1)
+		base = json_string_value(json_object_get(json_array_get(r->env, own), "value"));
+	path = malloc(strlen(bin) + strlen(base ? base : "") + 2);
+	if (path) {
+		sprintf(path, "%s%s%s", bin, base ? ":" : "", base ? base : "");
+		v = json_pack("{s:s, s:s}", "name", "PATH", "value", path);
+		if (own != (size_t)-1)
+			json_array_set_new(r->env, own, v);
+		else
+			json_array_append_new(r->env, v);
+	}
+	free(path);
+	free(bin);
+}
+
+static int start_relay(sr__run *r)
+{
+	char err[600], journal[4200];
+	sr__relay_opts o;
+	json_t *specs;
+	const char *state = sr__ctx_state_dir(r->ctx);
+
+	snprintf(r->relay_dir, sizeof(r->relay_dir), "%s/relay", r->root);
+	snprintf(r->specs, sizeof(r->specs), "%s/tool-specs.json", r->root);
+	snprintf(journal, sizeof(journal), "%s/relay/%s", state ? state : "/nonexistent",
+		 r->session);
+	specs = sr__tools_specs(r->tools);
+	if (json_dump_file(specs, r->specs, JSON_COMPACT) != 0) {
+		json_decref(specs);
+		sr__run_fail(r, "prepare_failed", "cannot write the tool specs at %s", r->specs);
+		return SR_EIO;
+	}
+	json_decref(specs);
+	memset(&o, 0, sizeof(o));
+	o.dir = r->relay_dir;
+	o.journal = journal;
+	o.tools = r->tools;
+	o.guard = &r->guard;
+	o.ask_policy = r->o.ask_policy;
+	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
+	o.event = sr__run_on_relay_event;
+	o.ud = r;
+	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {
+		sr__run_fail(r, "prepare_failed", "%s", err);
+		return SR_EIO;
+	}
+	/* Stale files of an earlier turn go before the prompt is sent. */
+	sr__relay_sweep(r->relay);
+	sr__relay_start(r->relay);
+	/* The loopback MCP server, for a harness that takes its tools over
+	 * HTTP from an agent on this host (the provider is not remote here). */
+	if (json_is_true(json_object_get(r->desc, "wants_mcp_http")) &&
+	    sr__mcp_http_start(r->ctx->loop, r->relay, r->tools, &r->mcp_http, err,
+			       sizeof(err)) != SR_OK) {
+		sr__run_fail(r, "prepare_failed", "%s", err);
+		return SR_EIO;
+	}
+	return SR_OK;
+}
+
+static void on_prepared(void *ud, const sr_result *result)
+{
+	sr__run *r = ud;
+	json_t *res, *v;
+	size_t i;
+
+	if (!sr__run_landed(r))
+		return;
+	if (result->status != SR_OK) {
+		sr__run_fail(r, "prepare_failed", "harness '%s' could not prepare the sandbox: %s",
+		     r->harness->desc->name,
+		     result->message ? result->message : sr__strerror(result->status));
+		return;
+	}
+	res = result->json ? json_loads(result->json, 0, NULL) : NULL;
+	if (!res)
+		res = json_object();
+	r->env = json_array();
+	json_array_foreach(json_object_get(r->desc, "env"), i, v)
+		json_array_append(r->env, v);
+	json_array_foreach(json_object_get(res, "env"), i, v)
+		json_array_append(r->env, v);
+	add_node_runtime(r);
+	add_credentials(r);
+	r->files = sr__run_expand_files(r->home, r->workspace, json_object_get(res, "files"));
+	json_decref(res);
+	r->file_index = 0;
+	write_next_file(r);
+}
+
+static void prepare(sr__run *r)
+{
+	json_t *rj;
+	int rc;
+
+	sr__run_enter(r, SR__RUN_PREPARING);
+	if (r->tools && !r->root) {
+		sr__run_fail(r, "tools_on_remote_provider",
+			     "provider '%s' gave no runner-side path for the sandbox: "
+			     "platform tools need one", r->provider->desc->name);
+		return;
+	}
+	if (r->tools && start_relay(r) != SR_OK)
+		return;
+	rj = sr__run_json(r);
+	rc = sr__harness_prepare(r->harness, sr__next_req(), rj, on_prepared, r);
+	json_decref(rj);
+	sr__run_started(r, rc, "prepare_failed", "the harness could not prepare the sandbox");
+}
+
+static void on_sandbox(void *ud, const sr_result *res)
+{
+	sr__run *r = ud;
+	json_t *j;
+
+	/* Recorded first: a run that ended meanwhile releases it (landed). */
+	if (res->status == SR_OK) {
+		j = json_loads(res->json ? res->json : "{}", 0, NULL);
+		free(r->sandbox_id);
+		r->sandbox_id = sr__run_json_str(j, "id");
+		r->workspace = sr__run_json_str(j, "workspace");
+		r->home = sr__run_json_str(j, "home");
+		if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE))
+			r->root = sr__run_json_str(j, "root");
+		json_decref(j);
+	}
+	if (!sr__run_landed(r))
+		return;
+	if (res->status != SR_OK) {
+		if (r->resumed && res->status == SR_ENOTFOUND) {
+			const char *state = sr__ctx_state_dir(r->ctx);
+			if (state)
+				sr__session_remove(state, r->session);
+		}
+		sr__run_fail(r, r->resumed ? "sandbox_unavailable" : "sandbox_failed", "%s: %s",
+		     r->resumed ? "cannot reconnect the session's sandbox" : "cannot create a sandbox",
+		     res->message ? res->message : sr__strerror(res->status));
+		return;
+	}
+	if (!r->sandbox_id || !r->workspace) {
+		sr__run_fail(r, "sandbox_failed", "provider '%s' answered without an id and a workspace",
+		     r->provider->desc->name);
+		return;
+	}
+	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "sandbox.acquired", "how",
+			  r->resumed ? "reconnected" : "created", "sandbox", r->sandbox_id,
+			  "workspace", r->workspace));
+	sr__run_timing(r, "sandbox_start");
+	prepare(r);
+}
+
+/* The host of url (for a credential bound to it), or NULL. */
+static const char *url_host(const char *url, char *buf, size_t n)
+{
+	const char *h = url ? strstr(url, "://") : NULL;
+	size_t len;
+
+	if (!h)
+		return NULL;
+	h += 3;
+	len = strcspn(h, "/:?#");
+	if (memchr(h, '@', len))
+		return NULL;
+	snprintf(buf, n, "%.*s", (int)len, h);
+	return len ? buf : NULL;
+}
+
+void sr__run_acquire(sr__run *r)
+{
+	sr_network_policy np = { sizeof(np), r->o.network, NULL, 0 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
+	sr_pair labels[2] = { { "sandrun.session", r->session },
+			      { "sandrun.harness", r->harness->desc->name } };
+	const sr_credential **creds = NULL;
+	const char *hosts[1];
+	char host[256];
+	int rc;
+
+	sr__run_enter(r, SR__RUN_ACQUIRING);
+	spec.labels = labels;
+	spec.n_labels = 2;
+	if (r->resumed) {
+		rc = sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
+					    on_sandbox, r);
+		sr__run_started(r, rc, "sandbox_unavailable", "cannot reconnect the session's sandbox");
+		return;
+	}
+	/* Isolated secrets travel only here, each bound to the model's host
+	 * (NULL when no model URL was given: the provider decides). */
+	if (sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS) {
+		hosts[0] = url_host(r->o.model_url, host, sizeof(host));
+		creds = sr__run_credentials(r->desc, hosts, hosts[0] ? 1 : 0,
+					    &spec.n_credentials);
+		if (!creds) {
+			sr__run_fail(r, "sandbox_failed", "cannot create a sandbox: out of memory");
+			return;
+		}
+		spec.credentials = creds;
+	}
+	r->created = 1;
+	rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
+	free(creds);
+	sr__run_started(r, rc, "sandbox_failed", "cannot create a sandbox");
+}
