@@ -1,0 +1,373 @@
+/*
+ * The local provider: a sandbox is a directory on the runner's host.
+ *
+ *   ROOT/sb-<16 hex>/            mode 0700
+ *       meta.json                state, network mode, environment, labels
+ *       workspace/               the agent's working directory
+ *       home/  tmp/              HOME and TMPDIR of its processes
+ *
+ * Processes get an environment reduced to an allowlist plus what the
+ * sandbox and the exec set, and run confined by bubblewrap (exec.c): own
+ * namespaces, the host read-only, nothing of the runner's state in sight;
+ * network mode "off" adds a network namespace of their own. Without
+ * bubblewrap, sandboxes are refused unless confinement = none. Secrets
+ * cannot be hidden from a local sandbox: the capabilities say so.
+ *
+ * Everything that touches the file system runs on the host's thread pool
+ * (files.c); paths are resolved below the sandbox's directory (beneath.c),
+ * so neither ".." nor a symlink can reach outside it.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "local.h"
+
+static uint32_t l_capabilities(void *self)
+{
+	local *lp = self;
+
+	return SR_CAP_PARK_STOPPED | (lp->bwrap ? SR_CAP_NETWORK_POLICY : 0);
+}
+
+static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
+		    sr_done_fn done, void *ud)
+{
+	local *lp = self;
+	unsigned char rnd[ID_HEX / 2];
+	const char *why;
+	char id[ID_HEX + 8];
+	fop *f;
+
+	(void)req;
+	why = local__policy_unenforceable(lp, local__network_of(spec));
+	if (!why)
+		why = local__unconfinable(lp);
+	if (why)
+		return local__complete_now(lp, done, ud, SR_EUNSUPPORTED, why, NULL);
+	if (lp->host->random_bytes(lp->host, rnd, sizeof(rnd)) != SR_OK)
+		return SR_EIO;
+	strcpy(id, ID_PREFIX);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(id + strlen(ID_PREFIX) + 2 * i, 3, "%02x", rnd[i]);
+	f = local__fop_new(lp, FOP_CREATE, id, done, ud);
+	if (!f)
+		return SR_ENOMEM;
+	f->net_mode = local__network_of(spec) ? local__network_of(spec)->mode : SR_NET_OPEN;
+	f->meta_env = local__pairs_object(spec->env, spec->n_env);
+	/* Local sandboxes cannot hide credentials: they become plain env
+	 * (the run reports that), but are not written to disk. */
+	f->meta_labels = local__pairs_object(spec->labels, spec->n_labels);
+	for (size_t i = 0; i < spec->n_credentials; i++)
+		if (spec->credentials[i] &&
+		    spec->credentials[i]->size >= SR_TABLE_HAS(sr_credential, value))
+			lp->host->secret_register(lp->host, spec->credentials[i]->value);
+	return local__fop_submit(f);
+}
+
+static int l_reconnect(void *self, uint64_t req, const char *id,
+		       const sr_network_policy *policy, sr_done_fn done,
+		       void *ud)
+{
+	local *lp = self;
+	const char *why = local__policy_unenforceable(lp, policy);
+	fop *f;
+	int rc;
+
+	(void)req;
+	if (why)
+		return local__complete_now(lp, done, ud, SR_EUNSUPPORTED, why, NULL);
+	if (!(f = local__fop_for(lp, FOP_RECONNECT, id, done, ud, &rc)))
+		return rc;
+	f->net_mode = policy ? policy->mode : -1;
+	return local__fop_submit(f);
+}
+
+static int l_park(void *self, uint64_t req, const char *id, int mode,
+		  sr_done_fn done, void *ud)
+{
+	local *lp = self;
+	fop *f;
+	int rc;
+
+	(void)req;
+	if (!(f = local__fop_for(lp, FOP_PARK, id, done, ud, &rc)))
+		return rc;
+	f->mode = (uint32_t)mode;
+	if (mode == SR_PARK_STOPPED)
+		local__kill_channels(lp, id, SIGKILL);
+	return local__fop_submit(f);
+}
+
+static int l_destroy(void *self, uint64_t req, const char *id,
+		     sr_done_fn done, void *ud)
+{
+	local *lp = self;
+	fop *f;
+	int rc;
+
+	(void)req;
+	if (!(f = local__fop_for(lp, FOP_DESTROY, id, done, ud, &rc)))
+		return rc;
+	local__kill_channels(lp, id, SIGKILL);
+	return local__fop_submit(f);
+}
+
+static int l_cancel(void *self, uint64_t req)
+{
+	local *lp = self;
+	channel *c = local__find_channel(lp, req);
+
+	/* File work on the thread pool is short and runs to its end. */
+	return c ? lp->host->proc_kill(c->proc, SIGKILL) : SR_ENOTFOUND;
+}
+
+typedef struct probe {
+	local *lp;
+	sr_done_fn done;
+	void *ud;
+	char err[256];
+	size_t err_len;
+} probe;
+
+static void probe_stderr(void *ud, const void *data, size_t len)
+{
+	probe *p = ud;
+	size_t room = sizeof(p->err) - 1 - p->err_len;
+
+	if (len > room)
+		len = room;
+	memcpy(p->err + p->err_len, data, len);
+	p->err_len += len;
+	p->err[p->err_len] = 0;
+}
+
+static void probe_exit(void *ud, int status, int sig)
+{
+	probe *p = ud;
+	char detail[900];
+	json_t *j;
+	char *s;
+
+	if (status == 0 && sig == 0 && p->lp->unconfined)
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
+			 "user with a view of the whole host; bubblewrap %s isolates network 'off'",
+			 p->lp->root, p->lp->bwrap);
+	else if (status == 0 && sig == 0)
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
+			 "namespaces; the host read-only; network 'off' isolated)",
+			 p->lp->root, p->lp->bwrap);
+	else
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; bubblewrap %s cannot create its namespaces (exit %d): %s",
+			 p->lp->root, p->lp->bwrap, status, p->err);
+	j = json_pack("{s:b, s:s}", "ok", status == 0 && sig == 0, "detail", detail);
+	s = json_dumps(j, JSON_COMPACT);
+	local__done_status(p->done, p->ud, SR_OK, NULL, s);
+	free(s);
+	json_decref(j);
+	free(p);
+}
+
+static int l_doctor(void *self, sr_done_fn done, void *ud)
+{
+	local *lp = self;
+	static const char *const argv_tmpl[] = { NULL, "--dev-bind", "/", "/",
+						 "--unshare-net", "--", "true",
+						 NULL };
+	const char *argv[48];
+	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL, 0 };
+	sr_proc_callbacks cb = { sizeof(cb), NULL, probe_stderr, probe_exit };
+	char detail[600];
+	sr_proc *proc;
+	probe *p;
+	json_t *j;
+	char *s;
+	int rc;
+
+	if (local__mkdir_p(lp->root, 0700) != 0 || access(lp->root, W_OK) != 0) {
+		snprintf(detail, sizeof(detail), "cannot create or write %s: %s",
+			 lp->root, strerror(errno));
+		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
+	} else if (!lp->bwrap && lp->unconfined) {
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
+			 "user with a view of the whole host; no bubblewrap: network policy is not "
+			 "enforced (apt-get install bubblewrap)", lp->root);
+		j = json_pack("{s:b, s:s}", "ok", 1, "detail", detail);
+	} else if (!lp->bwrap) {
+		snprintf(detail, sizeof(detail), "%s", NO_BWRAP);
+		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
+	} else {
+		if (lp->unconfined) {
+			memcpy(argv, argv_tmpl, sizeof(argv_tmpl));
+			argv[0] = lp->bwrap;
+		} else {
+			size_t n = local__confine_args(lp, lp->root, "/", 1, NULL, 0, argv);
+			argv[n++] = "true";
+			argv[n] = NULL;
+		}
+		if (!(p = calloc(1, sizeof(*p))))
+			return SR_ENOMEM;
+		p->lp = lp;
+		p->done = done;
+		p->ud = ud;
+		/* Spawned, p belongs to the callbacks: probe_exit frees it. */
+		if (lp->host->proc_spawn(lp->host, &ps, &cb, p, &proc) == SR_OK)
+			// cppcheck-suppress memleak
+			return SR_OK;
+		free(p);
+		snprintf(detail, sizeof(detail), "cannot run %s", lp->bwrap);
+		j = json_pack("{s:b, s:s}", "ok", 0, "detail", detail);
+	}
+	s = json_dumps(j, JSON_COMPACT);
+	rc = s ? local__complete_now(lp, done, ud, SR_OK, NULL, s) : SR_ENOMEM;
+	free(s);
+	json_decref(j);
+	return rc;
+}
+
+static char **split_names(const char *s)
+{
+	char *copy = strdup(s), *tok, *save;
+	char **v = calloc(strlen(s) / 2 + 2, sizeof(*v));
+	size_t n = 0;
+
+	if (!copy || !v) {
+		free(copy);
+		free(v);
+		return NULL;
+	}
+	for (tok = strtok_r(copy, ", ", &save); tok;
+	     tok = strtok_r(NULL, ", ", &save))
+		v[n++] = strdup(tok);
+	free(copy);
+	return v;
+}
+
+static void l_fini(void *self)
+{
+	local *lp = self;
+
+	while (lp->channels) {
+		channel *c = lp->channels;
+		lp->channels = c->next;
+		lp->host->proc_kill(c->proc, SIGKILL);
+		/* The host still reports the exit: the record is freed then. */
+		memset(&c->cbs, 0, sizeof(c->cbs));
+		c->lp = NULL;
+	}
+	free(lp->root);
+	free(lp->bwrap);
+	local__free_strv(lp->env_allow);
+	free(lp);
+}
+
+static int l_init(const sr_host *host, void **self)
+{
+	local *lp = calloc(1, sizeof(*lp));
+	const char *root = host->config_get(host, "root");
+	const char *bwrap = host->config_get(host, "bwrap");
+	const char *allow = host->config_get(host, "env_allow");
+	const char *confine = host->config_get(host, "confinement");
+	const char *pdir;
+
+	if (!lp)
+		return SR_ENOMEM;
+	lp->host = host;
+	if (root && root[0] != '/') {
+		free(lp);
+		return host->config_invalid(host, "root", "an absolute directory");
+	}
+	if (!root) {
+		pdir = host->plugin_dir(host);
+		if (!pdir) {
+			free(lp);
+			return SR_EIO;
+		}
+		lp->root = malloc(strlen(pdir) + 16);
+		if (lp->root)
+			sprintf(lp->root, "%s/sandboxes", pdir);
+	} else {
+		lp->root = strdup(root);
+	}
+	if (!bwrap || strcmp(bwrap, "auto") == 0) {
+		lp->bwrap = local__find_in_path("bwrap");
+	} else if (strcmp(bwrap, "off") != 0) {
+		if (bwrap[0] != '/' || access(bwrap, X_OK) != 0) {
+			l_fini(lp);
+			return host->config_invalid(host, "bwrap",
+				"'auto', 'off' or the absolute path of an executable bwrap");
+		}
+		lp->bwrap = strdup(bwrap);
+	}
+	if (confine && strcmp(confine, "none") == 0) {
+		lp->unconfined = 1;
+	} else if (confine && strcmp(confine, "bwrap") != 0) {
+		l_fini(lp);
+		return host->config_invalid(host, "confinement", "'bwrap' or 'none'");
+	}
+	if (allow && !(lp->env_allow = split_names(allow))) {
+		l_fini(lp);
+		return SR_ENOMEM;
+	}
+	if (!lp->root) {
+		l_fini(lp);
+		return SR_ENOMEM;
+	}
+	*self = lp;
+	return SR_OK;
+}
+
+static const sr_provider_ops local_ops = {
+	.size = sizeof(sr_provider_ops),
+	.capabilities = l_capabilities,
+	.create = l_create,
+	.reconnect = l_reconnect,
+	.park = l_park,
+	.destroy = l_destroy,
+	.exec = local__exec,
+	.channel_write = local__channel_write,
+	.channel_close_input = local__channel_close_input,
+	.channel_signal = local__channel_signal,
+	.file_put = local__file_put,
+	.file_get = local__file_get,
+	.file_list = local__file_list,
+	.file_rename = local__file_rename,
+	.file_remove = local__file_remove,
+	.file_mkdir = local__file_mkdir,
+	.watch = NULL, /* the relay watches local directories itself */
+	.cancel = l_cancel,
+	.list = local__list,
+	.status = local__status,
+};
+
+static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",
+					  NULL };
+
+static const sr_plugin_descriptor local_descriptor = {
+	.abi_major = SR_ABI_MAJOR,
+	.abi_minor = SR_ABI_MINOR,
+	.size = sizeof(sr_plugin_descriptor),
+	.kind = SR_PLUGIN_PROVIDER,
+	.name = "local",
+	.version = "0.1.0",
+	.description = "sandboxes as private directories on the runner's host",
+	.ops = &local_ops,
+	.config_keys = local_keys,
+	.init = l_init,
+	.fini = l_fini,
+	.doctor = l_doctor,
+};
+
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void);
+SR_PLUGIN_EXPORT const sr_plugin_descriptor *sandrun_plugin_entry(void)
+{
+	return &local_descriptor;
+}

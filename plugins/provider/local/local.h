@@ -1,0 +1,133 @@
+/* The local provider's insides, shared by its files: local.c (the
+ * lifecycle, doctor and init), box.c (a sandbox's directory and record),
+ * files.c (file operations on the thread pool), exec.c (processes,
+ * confinement), beneath.c (paths resolved below a directory). */
+#ifndef SR_LOCAL_H
+#define SR_LOCAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandrun/plugin.h"
+
+#define ID_PREFIX "sb-"
+#define ID_HEX 16
+#define MAX_FILE_DEFAULT (64u << 20)
+
+typedef struct channel {
+	struct local *lp;
+	uint64_t req;
+	char id[ID_HEX + 8];
+	sr_proc *proc;
+	sr_channel_callbacks cbs;
+	void *ud;
+	struct channel *next;
+} channel;
+
+typedef struct local {
+	const sr_host *host;
+	char *root;
+	char *bwrap;       /* path of bwrap, or NULL */
+	int unconfined;    /* [provider.local] confinement = none */
+	char **env_allow;  /* extra names from the config */
+	channel *channels;
+} local;
+
+enum fop_kind {
+	FOP_CREATE, FOP_RECONNECT, FOP_PARK, FOP_DESTROY, FOP_PUT, FOP_GET,
+	FOP_LIST, FOP_RENAME, FOP_REMOVE, FOP_MKDIR, FOP_SANDBOXES, FOP_STATUS
+};
+
+typedef struct fop {
+	local *lp;
+	int kind;
+	char id[ID_HEX + 8];
+	char *path, *path2;
+	void *data;        /* put: copy of the contents; get: result */
+	size_t len, max;
+	uint32_t mode;
+	int net_mode;      /* create/reconnect; -1: leave */
+	json_t *meta_env;  /* create: env and labels to record */
+	json_t *meta_labels;
+	char *out_json;
+	char message[512];
+	sr_done_fn done;
+	void *ud;
+} fop;
+
+#define NO_BWRAP "local sandboxes run confined by bubblewrap, which is not installed " \
+	"(apt-get install bubblewrap); [provider.local] confinement = none runs them " \
+	"unconfined, as the runner's user with a view of the whole host"
+
+/* beneath.c: open path below dirfd and never outside it; escaping fails
+ * with EXDEV. The walk is the fallback where openat2 is missing. */
+int local__open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+int local__open_by_components(int dirfd, const char *path, int flags,
+			      mode_t mode);
+
+/* box.c */
+int local__valid_id(const char *id);
+void local__done_status(sr_done_fn done, void *ud, int status,
+			const char *message, const char *json);
+int local__complete_now(const local *lp, sr_done_fn done, void *ud, int status,
+			const char *message, const char *json);
+char *local__find_in_path(const char *name);
+int local__program_exists(const char *name, char *const *envp, const char *cwd);
+int local__mkdir_p(const char *path, mode_t mode);
+int local__errno_status(int e);
+void local__sandbox_dir(const local *lp, const char *id, char *buf, size_t n);
+json_t *local__meta_read(const local *lp, const char *id);
+int local__meta_write(const local *lp, const char *id, json_t *meta);
+const char *local__net_name(int mode);
+const sr_network_policy *local__network_of(const sr_sandbox_spec *spec);
+const char *local__policy_unenforceable(const local *lp,
+					const sr_network_policy *np);
+const char *local__unconfinable(const local *lp);
+char *local__result_json(const local *lp, const char *id);
+json_t *local__pairs_object(const sr_pair *p, size_t n);
+
+/* files.c */
+fop *local__fop_new(local *lp, int kind, const char *id, sr_done_fn done,
+		    void *ud);
+int local__fop_submit(fop *f);
+fop *local__fop_for(local *lp, int kind, const char *id, sr_done_fn done,
+		    void *ud, int *rc);
+int local__file_put(void *self, uint64_t req, const char *id,
+		      const char *path, const void *data, size_t len,
+		      uint32_t mode, sr_done_fn done, void *ud);
+int local__file_get(void *self, uint64_t req, const char *id,
+		      const char *path, size_t max_len, sr_done_fn done,
+		      void *ud);
+int local__file_list(void *self, uint64_t req, const char *id,
+		       const char *path, sr_done_fn done, void *ud);
+int local__file_rename(void *self, uint64_t req, const char *id,
+			 const char *from, const char *to, sr_done_fn done,
+			 void *ud);
+int local__file_remove(void *self, uint64_t req, const char *id,
+			 const char *path, sr_done_fn done, void *ud);
+int local__file_mkdir(void *self, uint64_t req, const char *id,
+			const char *path, uint32_t mode, sr_done_fn done,
+			void *ud);
+int local__list(void *self, uint64_t req, const sr_pair *labels,
+		  size_t n_labels, sr_done_fn done, void *ud);
+int local__status(void *self, uint64_t req, const char *id,
+		    sr_done_fn done, void *ud);
+
+/* exec.c */
+void local__kill_channels(local *lp, const char *id, int signum);
+channel *local__find_channel(local *lp, uint64_t req);
+void local__free_strv(char **v);
+size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
+			   int net_off, const char *const *paths, size_t n_paths,
+			   const char **argv);
+int local__exec(void *self, uint64_t req, const char *id,
+		  const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
+		  void *ud);
+int local__channel_write(void *self, uint64_t req, const void *data,
+			   size_t len);
+int local__channel_close_input(void *self, uint64_t req);
+int local__channel_signal(void *self, uint64_t req, int signum);
+
+#endif
