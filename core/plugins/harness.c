@@ -67,11 +67,12 @@ int sr__harness_prepare(sr__plugin *p, uint64_t req, json_t *run,
 			sr_done_fn done, void *ud)
 {
 	static const sr_result nothing = { sizeof(sr_result), SR_OK, NULL, "{}", NULL, 0 };
+	__typeof__(OP(prepare)) fn = OP(prepare);
 	char *in;
 	sr__call *g;
 	int rc;
 
-	if (!OP(prepare)) /* nothing to prepare */
+	if (!fn) /* nothing to prepare */
 		return sr__complete_later(p->host->ctx->loop, done, ud, &nothing);
 	if (!(in = json_dumps(run, JSON_COMPACT)))
 		return SR_ENOMEM;
@@ -79,7 +80,7 @@ int sr__harness_prepare(sr__plugin *p, uint64_t req, json_t *run,
 		free(in);
 		return SR_ENOMEM;
 	}
-	rc = sr__call_end(g, OP(prepare)(p->self, req, in, sr__call_done, g));
+	rc = sr__call_end(g, fn(p->self, req, in, sr__call_done, g));
 	free(in);
 	return rc;
 }

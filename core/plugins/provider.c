@@ -18,19 +18,21 @@ static int unsupported_sync(sr__plugin *p, const char *op)
 /* Under the completion rule, whatever the plugin does (core/plugins/complete.h). */
 #define ASYNC(slot, ...)                                                  \
 	do {                                                              \
-		sr__call *g;                                             \
-		if (!OP(slot))                                            \
+		__typeof__(OP(slot)) fn_ = OP(slot);                      \
+		sr__call *g;                                              \
+		if (!fn_)                                                 \
 			return sr__complete_unsupported(p, #slot, done, ud); \
-		if (!(g = sr__call_new(p, #slot, done, ud)))             \
+		if (!(g = sr__call_new(p, #slot, done, ud)))              \
 			return SR_ENOMEM;                                 \
-		return sr__call_end(g, OP(slot)(p->self, __VA_ARGS__,    \
-						 sr__call_done, g));     \
+		return sr__call_end(g, fn_(p->self, __VA_ARGS__,          \
+					   sr__call_done, g));            \
 	} while (0)
 #define SYNC(slot, ...)                                                   \
 	do {                                                              \
-		if (!OP(slot))                                            \
+		__typeof__(OP(slot)) fn_ = OP(slot);                      \
+		if (!fn_)                                                 \
 			return unsupported_sync(p, #slot);                \
-		return OP(slot)(p->self, __VA_ARGS__);                    \
+		return fn_(p->self, __VA_ARGS__);                         \
 	} while (0)
 
 uint64_t sr__next_req(void)

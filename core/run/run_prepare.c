@@ -167,6 +167,7 @@ const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts
 
 	*n = 0;
 	/* One allocation: the pointers, then the bindings they point to. */
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): pointers, then the bindings
 	ptrs = calloc(1, (max + 1) * sizeof(*ptrs) + max * sizeof(*creds));
 	if (!ptrs)
 		return NULL;

@@ -4,7 +4,9 @@
  * every way out. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "harness.h"
 #include "plugins/provider/local/local.h"
@@ -66,11 +68,26 @@ static void both_refuse_every_way_out(open_fn f)
 	refuses(f, "/etc/hostname");
 }
 
+/* Does this kernel (or valgrind, which lacks it) offer openat2? */
+static int have_openat2(void)
+{
+	struct open_how how = { .flags = O_RDONLY, .resolve = RESOLVE_BENEATH };
+	int fd = (int)syscall(SYS_openat2, dfd, "sub/inside.txt", &how, sizeof(how));
+
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 || errno != ENOSYS;
+}
+
 Test(beneath, openat2_stays_below_the_directory)
 {
 	both_refuse_every_way_out(local__open_beneath);
-	/* A symlink that stays inside is fine with openat2. */
-	opens(local__open_beneath, "sub/to-inside");
+	/* A symlink that stays inside: fine with openat2; refused where the
+	 * walk stands in for it. */
+	if (have_openat2())
+		opens(local__open_beneath, "sub/to-inside");
+	else
+		refuses(local__open_beneath, "sub/to-inside");
 }
 
 Test(beneath, the_component_walk_stays_below_the_directory_and_follows_no_link)
