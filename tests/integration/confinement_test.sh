@@ -71,6 +71,19 @@ test "$(cat "$T/out")" -lt 10 && ok "a pid namespace of its own ($(cat "$T/out")
 	fail "a pid namespace of its own ($(cat "$T/out") pids)"
 refused "home directories are out of sight" "$b" 'test -n "$(ls -A /root)$(ls -A /home)"'
 
+# It dies with the runner: SIGKILL to sandrun leaves nothing of the
+# sandbox's processes (a child and a grandchild) behind.
+marker="sleep 4242.$$"
+"$S" sandbox exec "$b" -- sh -c "$marker & $marker" >/dev/null 2>&1 &
+runner=$!
+for _ in $(seq 100); do [ "$(pgrep -fc "^$marker")" -ge 2 ] && break; sleep 0.05; done
+test "$(pgrep -fc "^$marker")" -ge 2 && ok "two processes run in the sandbox" ||
+	fail "two processes run in the sandbox"
+kill -9 "$runner"
+for _ in $(seq 100); do [ "$(pgrep -fc "^$marker")" -eq 0 ] && break; sleep 0.05; done
+test "$(pgrep -fc "^$marker")" -eq 0 && ok "they die with the runner" ||
+	{ fail "they die with the runner ($(pgrep -fa "^$marker"))"; pkill -9 -f "^$marker"; }
+
 expect "exec of a missing program is 127" 127 "$S" exec -- /nonexistent/prog
 "$S" sandbox destroy "$a" >/dev/null 2>&1
 "$S" sandbox destroy "$b" >/dev/null 2>&1
