@@ -41,6 +41,7 @@
 #include "core/status.h"
 #include "shim/mcp_common.h"
 #include "shim/relay_proto.h"
+#include "shim/trace_timing.h"
 
 #define RESULT_TEXT_MAX 100000
 #define CALLBACK_BODY_MAX (4u << 20)
@@ -83,10 +84,17 @@ struct sr__relay {
 	int watching;
 	int closing;
 	int open_handles;
+	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
 	call *calls;
 };
 
 enum call_state { CALL_NEW, CALL_ASKING, CALL_QUEUED, CALL_RUNNING, CALL_PUBLISHING };
+
+/* Timing stamps of a call, taken only when tracing. */
+enum { RT_PICKED, RT_CLAIMED, RT_READ, RT_SENDING, RT_ANSWERED, RT_PUBLISHED, RT_DONE, RT_N };
+static const char *const stage_names[RT_N] = {
+	"picked", "claimed", "read", "sending", "answered", "published", "done"
+};
 
 struct call {
 	sr__relay *r;
@@ -107,8 +115,15 @@ struct call {
 	unsigned attempts;
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
 	void *done_ud;
+	uint64_t t[RT_N];        /* when tracing */
 	call *next;
 };
+
+static inline void stamp(call *c, int stage)
+{
+	if (c->r->trace_fd >= 0)
+		c->t[stage] = sr_timing_now();
+}
 
 /* ------------------------------------------------------------ events */
 
@@ -377,6 +392,10 @@ static void delivered(call *c, const char *failed)
 	else if (ev && json_object_get(response, "error"))
 		json_object_set(ev, "error", json_object_get(response, "error"));
 	emit(r, ev);
+	if (r->trace_fd >= 0) {
+		stamp(c, RT_DONE);
+		sr_timing_write(r->trace_fd, "relay", c->id, stage_names, c->t, RT_N);
+	}
 	unlink_call(c);
 	call_free(c);
 }
@@ -400,6 +419,7 @@ static void try_publish(call *c)
 	int why;
 
 	if (publish(r, c->id, c->response, &why) == SR_OK) {
+		stamp(c, RT_PUBLISHED);
 		unclaim(r, c->id);
 		delivered(c, NULL);
 		return;
@@ -545,6 +565,7 @@ static void on_callback_done(void *ud, const sr_result *res)
 	json_t *meta;
 	int status;
 
+	stamp(c, RT_ANSWERED);
 	c->http = NULL;
 	if (res->status == SR_ECANCELED) {
 		/* The relay is going away; the claim stays for a restart. */
@@ -635,8 +656,10 @@ static void start_callback(call *c)
 	/* A request that cannot start calls back before returning, and the
 	 * call is gone then: only a started one is remembered. */
 	http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
-	if (http)
+	if (http) {
 		c->http = http;
+		stamp(c, RT_SENDING);
+	}
 	free(headers);
 	free(text);
 }
@@ -805,6 +828,7 @@ static call *call_new(sr__relay *r, const char *id, size_t id_len)
 	memcpy(c->id, id, id_len);
 	c->id[id_len] = 0;
 	c->started = uv_now(r->ctx->loop);
+	stamp(c, RT_PICKED);
 	c->next = r->calls;
 	r->calls = c;
 	return c;
@@ -947,6 +971,7 @@ static void take_request(sr__relay *r, const char *name)
 		snprintf(why, sizeof(why), "cannot take the request: %s", strerror(rc));
 		text = NULL;
 	} else {
+		stamp(c, RT_CLAIMED);
 		text = read_request(r, taken, why, sizeof(why));
 		remove_entry(r, taken);
 	}
@@ -983,6 +1008,7 @@ static void take_request(sr__relay *r, const char *name)
 		finish_error(c, "out of memory");
 		return;
 	}
+	stamp(c, RT_READ);
 	dispatch(c);
 }
 
@@ -1085,6 +1111,7 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 						    DEFAULT_PER_ENDPOINT;
 	r->event = o->event;
 	r->ud = o->ud;
+	r->trace_fd = sr_timing_open();
 	*out = r;
 	return SR_OK;
 }
@@ -1260,16 +1287,22 @@ int sr__relay_call(sr__relay *r, const char *tool, json_t *args,
 	return SR_OK;
 }
 
+static void destroy(sr__relay *r)
+{
+	free_endpoints(r);
+	if (r->trace_fd >= 0)
+		close(r->trace_fd);
+	free(r->dir);
+	free(r->journal);
+	free(r);
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
 	sr__relay *r = h->data;
 
-	if (--r->open_handles == 0) {
-		free_endpoints(r);
-		free(r->dir);
-		free(r->journal);
-		free(r);
-	}
+	if (--r->open_handles == 0)
+		destroy(r);
 }
 
 void sr__relay_free(sr__relay *r)
@@ -1292,10 +1325,7 @@ void sr__relay_free(sr__relay *r)
 		call_free(c);
 	}
 	if (r->open_handles == 0) {
-		free_endpoints(r);
-		free(r->dir);
-		free(r->journal);
-		free(r);
+		destroy(r);
 		return;
 	}
 	uv_timer_stop(&r->poll);

@@ -31,6 +31,7 @@
 
 #include "mcp_common.h"
 #include "relay_proto.h"
+#include "trace_timing.h"
 
 #define SHIM_VERSION "0.1.0"
 #define MAX_LINE (4u << 20)
@@ -55,6 +56,18 @@ static size_t page_size = PAGE_SIZE_DEFAULT;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static int inflight;
+static int trace_fd = -1;    /* SANDRUN_TRACE_TIMING, see trace_timing.h */
+static uint64_t line_at;     /* when the line being handled was read, if tracing */
+
+/* The stamps of one call, when tracing. */
+enum { ST_RECEIVED, ST_PUBLISHED, ST_SEEN, ST_ANSWERED, ST_N };
+static const char *const stage_names[ST_N] = { "received", "published", "seen", "answered" };
+
+static inline void stamp(uint64_t *t, int stage)
+{
+	if (trace_fd >= 0)
+		t[stage] = sr_timing_now();
+}
 
 /* ------------------------------------------------------------- relay */
 
@@ -63,6 +76,7 @@ typedef struct outcome {
 	int code;       /* EXIT_* */
 	json_t *result; /* MCP result object for ok, NULL otherwise */
 	char message[512];
+	uint64_t t[ST_N]; /* timing stamps, when tracing */
 } outcome;
 
 static void new_id(char *buf, size_t n)
@@ -225,8 +239,10 @@ static void await_response(const char *id, outcome *o)
 	for (;;) {
 		struct pollfd pfd = { ifd, POLLIN, 0 };
 		long left = deadline - now_ms();
-		if (take_response(id, o) != 0)
+		if (take_response(id, o) != 0) {
+			stamp(o->t, ST_SEEN);
 			break;
+		}
 		if (left <= 0) {
 			char req[4096];
 			snprintf(req, sizeof(req), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, id);
@@ -249,16 +265,19 @@ static void await_response(const char *id, outcome *o)
 		close(ifd);
 }
 
-static void relay_call(const char *tool, json_t *args, outcome *o)
+/* o->t[ST_RECEIVED] is the caller's; the rest of o is set here. */
+static void relay_call(const char *tool, json_t *args, outcome *o, char *id, size_t idlen)
 {
-	char id[64];
+	uint64_t received = o->t[ST_RECEIVED];
 
 	memset(o, 0, sizeof(*o));
-	new_id(id, sizeof(id));
+	o->t[ST_RECEIVED] = received;
+	new_id(id, idlen);
 	if (publish_request(id, tool, args, o->message, sizeof(o->message)) != 0) {
 		o->code = EXIT_RELAY;
 		return;
 	}
+	stamp(o->t, ST_PUBLISHED);
 	await_response(id, o);
 }
 
@@ -367,6 +386,7 @@ typedef struct call_job {
 	json_t *id;
 	char *tool;
 	json_t *args;
+	uint64_t received; /* when tracing */
 } call_job;
 
 /* Free a job and count it out of the calls in flight. */
@@ -384,15 +404,21 @@ static void job_done(call_job *job)
 static void *call_thread(void *arg)
 {
 	call_job *job = arg;
+	char id[64];
 	outcome o;
 
-	relay_call(job->tool, job->args, &o);
+	o.t[ST_RECEIVED] = job->received;
+	relay_call(job->tool, job->args, &o, id, sizeof(id));
 	if (o.result) {
 		send_result(job->id, o.result);
 	} else if (o.code == EXIT_PAUSED) {
 		send_result(job->id, sr_mcp_text_result(o.message, 0));
 	} else {
 		send_result(job->id, sr_mcp_text_result(o.message, 1));
+	}
+	if (trace_fd >= 0) {
+		stamp(o.t, ST_ANSWERED);
+		sr_timing_write(trace_fd, "shim", id, stage_names, o.t, ST_N);
 	}
 	job_done(job);
 	return NULL;
@@ -432,6 +458,7 @@ static void on_tools_call(json_t *id, json_t *params)
 	job->id = json_incref(id);
 	job->tool = strdup(name);
 	job->args = json_is_object(args) ? json_incref(args) : json_object();
+	job->received = line_at;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
@@ -500,6 +527,8 @@ static int serve_mcp(void)
 	ssize_t n;
 
 	while ((n = getline(&line, &cap, stdin)) >= 0) {
+		if (trace_fd >= 0)
+			line_at = sr_timing_now();
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 			line[--n] = 0;
 		if (n == 0)
@@ -574,9 +603,9 @@ static int print_result(json_t *result)
 static int run_call(const char *tool, const char *args_text)
 {
 	json_error_t err;
-	char *owned = NULL;
+	char *owned = NULL, id[64];
 	json_t *args;
-	outcome o;
+	outcome o = { 0 };
 
 	if (!sr_relay_valid_id(tool, strlen(tool)) && strlen(tool) > 0) {
 		/* Tool names follow the same alphabet as ids. */
@@ -599,7 +628,7 @@ static int run_call(const char *tool, const char *args_text)
 		json_decref(args);
 		return EXIT_USAGE;
 	}
-	relay_call(tool, args, &o);
+	relay_call(tool, args, &o, id, sizeof(id));
 	json_decref(args);
 	if (o.result) {
 		print_result(o.result);
@@ -648,6 +677,7 @@ int main(int argc, char **argv)
 	int c;
 
 	relay_dir = getenv("SANDRUN_RELAY_DIR");
+	trace_fd = sr_timing_open();
 	if ((env = getenv("SANDRUN_SHIM_TIMEOUT_MS")))
 		timeout_ms = strtol(env, NULL, 10);
 	if ((env = getenv("SANDRUN_SHIM_PAGE_SIZE")) && atoi(env) > 0)
