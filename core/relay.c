@@ -8,12 +8,12 @@
  *      touch it);
  *   2. take DIR/<id>.req by renaming it to a hidden name (the one
  *      decision against the shim's withdrawal, which unlinks it), then read
- *      and remove it (never following a symlink, never reading anything
- *      but a regular file of at most 1 MiB);
+ *      it (never following a symlink, never reading anything but a regular
+ *      file of at most 1 MiB);
  *   3. validate, guard, execute;
  *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
  *      sandbox may have planted; the runner never reads response files);
- *   5. remove the claim.
+ *   5. remove the claim, then the taken entry.
  * A claim found at start belongs to a runner that died between 1 and 5: it
  * is answered with an error and the tool is not run again.
  *
@@ -116,6 +116,7 @@ struct call {
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
 	void *done_ud;
 	uint64_t t[RT_N];        /* when tracing */
+	char taken[40];          /* its taken request entry, removed once answered */
 	call *next;
 };
 
@@ -371,8 +372,10 @@ static void call_free(call *c)
 	free(c);
 }
 
+static void remove_entry(sr__relay *r, const char *name);
+
 /* The response reached its reader (or, when failed is not NULL, never
- * will): emit tool.result, then forget the call. */
+ * will): emit tool.result, remove the taken request, forget the call. */
 static void delivered(call *c, const char *failed)
 {
 	sr__relay *r = c->r;
@@ -392,6 +395,11 @@ static void delivered(call *c, const char *failed)
 	else if (ev && json_object_get(response, "error"))
 		json_object_set(ev, "error", json_object_get(response, "error"));
 	emit(r, ev);
+	/* Removed only now, off the path of the answer: a taken entry has a
+	 * hidden name that no scan looks at, so it cannot be answered again
+	 * meanwhile, and one left by a crash goes with the next sweep. */
+	if (c->taken[0])
+		remove_entry(r, c->taken);
 	if (r->trace_fd >= 0) {
 		stamp(c, RT_DONE);
 		sr_timing_write(r->trace_fd, "relay", c->id, stage_names, c->t, RT_N);
@@ -920,7 +928,7 @@ static int is_request_name(const char *name)
 static void take_request(sr__relay *r, const char *name)
 {
 	size_t id_len = sr_relay_id_of(name, SR_RELAY_REQ_SUFFIX);
-	char why[300], taken[64], *text;
+	char why[300], taken[sizeof(((call *)0)->taken)], *text;
 	json_t *req;
 	const char *tool, *rid, *bad = NULL;
 	json_t *args;
@@ -973,7 +981,7 @@ static void take_request(sr__relay *r, const char *name)
 	} else {
 		stamp(c, RT_CLAIMED);
 		text = read_request(r, taken, why, sizeof(why));
-		remove_entry(r, taken);
+		memcpy(c->taken, taken, sizeof(c->taken));
 	}
 	if (!text) {
 		reject_file(r, name, why);
