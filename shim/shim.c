@@ -115,7 +115,7 @@ static int write_all(int fd, const char *p, size_t n)
  * name (link never replaces: an id in use is an error), then drop the
  * temporary. */
 static int publish_request(const char *id, const char *tool, json_t *args,
-			   char *err, size_t errlen)
+			   uint64_t *t, char *err, size_t errlen)
 {
 	char tmp[4096], final[4096];
 	json_t *req = json_pack("{s:i, s:s, s:s, s:O}", "v", SR_RELAY_VERSION,
@@ -148,6 +148,7 @@ static int publish_request(const char *id, const char *tool, json_t *args,
 	} else if (link(tmp, final) != 0) {
 		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));
 	} else {
+		stamp(t, ST_PUBLISHED); /* the runner can see it from here on */
 		rc = 0;
 	}
 	close(fd);
@@ -306,11 +307,10 @@ static int relay_publish(const char *tool, json_t *args, char *id, size_t idlen,
 	o->t[ST_RECEIVED] = received;
 	o->watch_fd = -1;
 	new_id(id, idlen);
-	if (publish_request(id, tool, args, o->message, sizeof(o->message)) != 0) {
+	if (publish_request(id, tool, args, o->t, o->message, sizeof(o->message)) != 0) {
 		o->code = EXIT_RELAY;
 		return -1;
 	}
-	stamp(o->t, ST_PUBLISHED);
 	return 0;
 }
 
