@@ -31,6 +31,7 @@
 
 #include "mcp_common.h"
 #include "relay_proto.h"
+#include "trace_timing.h"
 
 #define SHIM_VERSION "0.1.0"
 #define MAX_LINE (4u << 20)
@@ -55,6 +56,18 @@ static size_t page_size = PAGE_SIZE_DEFAULT;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 static int inflight;
+static int trace_fd = -1;    /* SANDRUN_TRACE_TIMING, see trace_timing.h */
+static uint64_t line_at;     /* when the line being handled was read, if tracing */
+
+/* The stamps of one call, when tracing. */
+enum { ST_RECEIVED, ST_PUBLISHED, ST_SEEN, ST_ANSWERED, ST_N };
+static const char *const stage_names[ST_N] = { "received", "published", "seen", "answered" };
+
+static inline void stamp(uint64_t *t, int stage)
+{
+	if (trace_fd >= 0)
+		t[stage] = sr_timing_now();
+}
 
 /* ------------------------------------------------------------- relay */
 
@@ -63,6 +76,9 @@ typedef struct outcome {
 	int code;       /* EXIT_* */
 	json_t *result; /* MCP result object for ok, NULL otherwise */
 	char message[512];
+	uint64_t t[ST_N]; /* timing stamps, when tracing */
+	int watch_fd;     /* the wait's inotify descriptor, or -1 */
+	int collected;    /* the response file was opened: remove it */
 } outcome;
 
 static void new_id(char *buf, size_t n)
@@ -99,7 +115,7 @@ static int write_all(int fd, const char *p, size_t n)
  * name (link never replaces: an id in use is an error), then drop the
  * temporary. */
 static int publish_request(const char *id, const char *tool, json_t *args,
-			   char *err, size_t errlen)
+			   uint64_t *t, char *err, size_t errlen)
 {
 	char tmp[4096], final[4096];
 	json_t *req = json_pack("{s:i, s:s, s:s, s:O}", "v", SR_RELAY_VERSION,
@@ -132,6 +148,7 @@ static int publish_request(const char *id, const char *tool, json_t *args,
 	} else if (link(tmp, final) != 0) {
 		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));
 	} else {
+		stamp(t, ST_PUBLISHED); /* the runner can see it from here on */
 		rc = 0;
 	}
 	close(fd);
@@ -140,8 +157,9 @@ static int publish_request(const char *id, const char *tool, json_t *args,
 	return rc;
 }
 
-/* Read DIR/<id>.res if it is there. 1: read (and removed), 0: not yet,
- * -1: unusable (reported in o). */
+/* Read DIR/<id>.res if it is there. 1: read, 0: not yet, -1: unusable
+ * (reported in o). The file is removed later, by relay_release(), so that
+ * the answer goes out first. */
 static int take_response(const char *id, outcome *o)
 {
 	char path[4096];
@@ -157,10 +175,10 @@ static int take_response(const char *id, outcome *o)
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
+	o->collected = 1;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > SR_RELAY_RES_MAX) {
 		close(fd);
-		unlink(path);
 		snprintf(o->message, sizeof(o->message), "relay response for %s is unusable", id);
 		o->code = EXIT_RELAY;
 		return -1;
@@ -168,7 +186,6 @@ static int take_response(const char *id, outcome *o)
 	buf = malloc((size_t)st.st_size + 1);
 	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
 	close(fd);
-	unlink(path);
 	if (n != st.st_size) {
 		free(buf);
 		snprintf(o->message, sizeof(o->message), "cannot read the relay response for %s", id);
@@ -211,22 +228,54 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-/* Wait for the answer: inotify on the directory, with a 500 ms poll as a
- * safety net. The watch is added before the first look, so no publication
- * can fall between the look and the wait. */
+/* Whether the inotify events in buf (n bytes) may mean that the response
+ * named name is there: one names it, or events were lost. */
+static int names_response(const char *buf, ssize_t n, const char *name)
+{
+	ssize_t off = 0;
+
+	while (off + (ssize_t)sizeof(struct inotify_event) <= n) {
+		const struct inotify_event *ev = (const void *)(buf + off);
+		if ((ev->mask & IN_Q_OVERFLOW) || (ev->len && strcmp(ev->name, name) == 0))
+			return 1;
+		off += (ssize_t)sizeof(*ev) + ev->len;
+	}
+	return 0;
+}
+
+/* Wait for the answer: inotify on the directory, with a look every 500 ms
+ * as a safety net. The watch is added before the first look, so no
+ * publication can fall between the look and the wait. The runner
+ * publishes by rename(), so only IN_MOVED_TO is watched, and the file is
+ * looked for only when an event names it: the runner's other work in the
+ * directory (taking requests, writing temporaries) wakes this thread once
+ * at most, and never makes it open anything. The watch stays open until
+ * relay_release(): closing an inotify descriptor can wait for the kernel
+ * (an SRCU grace period), which the answer need not. */
 static void await_response(const char *id, outcome *o)
 {
-	char evbuf[4096];
-	long deadline = now_ms() + timeout_ms;
-	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	char evbuf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	char name[SR_RELAY_ID_MAX + sizeof(SR_RELAY_RES_SUFFIX) + 1];
+	long deadline = now_ms() + timeout_ms, looked = 0;
+	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), look = 1;
 
-	if (ifd >= 0)
-		inotify_add_watch(ifd, relay_dir, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE);
+	snprintf(name, sizeof(name), "%s" SR_RELAY_RES_SUFFIX, id);
+	o->watch_fd = ifd;
+	if (ifd >= 0 && inotify_add_watch(ifd, relay_dir, IN_MOVED_TO) < 0) {
+		close(ifd);
+		o->watch_fd = ifd = -1;
+	}
 	for (;;) {
 		struct pollfd pfd = { ifd, POLLIN, 0 };
-		long left = deadline - now_ms();
-		if (take_response(id, o) != 0)
-			break;
+		long now = now_ms(), left = deadline - now;
+		ssize_t n;
+		if (look || now - looked >= 500) {
+			looked = now;
+			if (take_response(id, o) != 0) {
+				stamp(o->t, ST_SEEN);
+				break;
+			}
+		}
 		if (left <= 0) {
 			char req[4096];
 			snprintf(req, sizeof(req), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, id);
@@ -241,25 +290,43 @@ static void await_response(const char *id, outcome *o)
 			o->code = EXIT_TIMEOUT;
 			break;
 		}
-		if (poll(&pfd, ifd >= 0 ? 1 : 0, left < 500 ? (int)left : 500) > 0)
-			while (read(ifd, evbuf, sizeof(evbuf)) > 0)
-				;
+		look = poll(&pfd, ifd >= 0 ? 1 : 0, left < 500 ? (int)left : 500) <= 0;
+		while (ifd >= 0 && (n = read(ifd, evbuf, sizeof(evbuf))) > 0)
+			look |= names_response(evbuf, n, name);
 	}
-	if (ifd >= 0)
-		close(ifd);
 }
 
-static void relay_call(const char *tool, json_t *args, outcome *o)
+/* Publish the request of a call (o->t[ST_RECEIVED] is the caller's; the
+ * rest of o is set here). 0, or -1 with o->code and o->message set. */
+static int relay_publish(const char *tool, json_t *args, char *id, size_t idlen,
+			 outcome *o)
 {
-	char id[64];
+	uint64_t received = o->t[ST_RECEIVED];
 
 	memset(o, 0, sizeof(*o));
-	new_id(id, sizeof(id));
-	if (publish_request(id, tool, args, o->message, sizeof(o->message)) != 0) {
+	o->t[ST_RECEIVED] = received;
+	o->watch_fd = -1;
+	new_id(id, idlen);
+	if (publish_request(id, tool, args, o->t, o->message, sizeof(o->message)) != 0) {
 		o->code = EXIT_RELAY;
-		return;
+		return -1;
 	}
-	await_response(id, o);
+	return 0;
+}
+
+/* After the answer went out: remove the response file, close the watch. */
+static void relay_release(const char *id, outcome *o)
+{
+	char path[4096];
+
+	if (o->collected) {
+		snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, id);
+		unlink(path);
+		o->collected = 0;
+	}
+	if (o->watch_fd >= 0)
+		close(o->watch_fd);
+	o->watch_fd = -1;
 }
 
 /* ------------------------------------------------------------- specs */
@@ -367,6 +434,8 @@ typedef struct call_job {
 	json_t *id;
 	char *tool;
 	json_t *args;
+	char rid[64]; /* the relay id */
+	outcome o;
 } call_job;
 
 /* Free a job and count it out of the calls in flight. */
@@ -381,20 +450,33 @@ static void job_done(call_job *job)
 	pthread_mutex_unlock(&count_lock);
 }
 
+/* Answer a call from its outcome, then clean up after it. */
+static void answer_call(call_job *job)
+{
+	outcome *o = &job->o;
+
+	if (o->result) {
+		send_result(job->id, o->result);
+	} else if (o->code == EXIT_PAUSED) {
+		send_result(job->id, sr_mcp_text_result(o->message, 0));
+	} else {
+		send_result(job->id, sr_mcp_text_result(o->message, 1));
+	}
+	if (trace_fd >= 0) {
+		stamp(o->t, ST_ANSWERED);
+		sr_timing_write(trace_fd, "shim", job->rid, stage_names, o->t, ST_N);
+	}
+	relay_release(job->rid, o);
+	job_done(job);
+}
+
+/* The wait for one published request. */
 static void *call_thread(void *arg)
 {
 	call_job *job = arg;
-	outcome o;
 
-	relay_call(job->tool, job->args, &o);
-	if (o.result) {
-		send_result(job->id, o.result);
-	} else if (o.code == EXIT_PAUSED) {
-		send_result(job->id, sr_mcp_text_result(o.message, 0));
-	} else {
-		send_result(job->id, sr_mcp_text_result(o.message, 1));
-	}
-	job_done(job);
+	await_response(job->rid, &job->o);
+	answer_call(job);
 	return NULL;
 }
 
@@ -432,13 +514,19 @@ static void on_tools_call(json_t *id, json_t *params)
 	job->id = json_incref(id);
 	job->tool = strdup(name);
 	job->args = json_is_object(args) ? json_incref(args) : json_object();
+	job->o.t[ST_RECEIVED] = line_at;
+	/* Published here, before a thread is started for the wait: the
+	 * runner gets to work while the thread starts. */
+	if (relay_publish(job->tool, job->args, job->rid, sizeof(job->rid), &job->o) != 0) {
+		answer_call(job);
+		return;
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
-	if (pthread_create(&th, &attr, call_thread, job) != 0) {
-		send_error(id, -32603, "cannot start the call");
-		job_done(job);
-	}
+	/* The request is out, so it is answered even without a thread. */
+	if (pthread_create(&th, &attr, call_thread, job) != 0)
+		call_thread(job);
 	pthread_attr_destroy(&attr);
 }
 
@@ -500,6 +588,8 @@ static int serve_mcp(void)
 	ssize_t n;
 
 	while ((n = getline(&line, &cap, stdin)) >= 0) {
+		if (trace_fd >= 0)
+			line_at = sr_timing_now();
 		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 			line[--n] = 0;
 		if (n == 0)
@@ -574,9 +664,9 @@ static int print_result(json_t *result)
 static int run_call(const char *tool, const char *args_text)
 {
 	json_error_t err;
-	char *owned = NULL;
+	char *owned = NULL, id[64];
 	json_t *args;
-	outcome o;
+	outcome o = { 0 };
 
 	if (!sr_relay_valid_id(tool, strlen(tool)) && strlen(tool) > 0) {
 		/* Tool names follow the same alphabet as ids. */
@@ -599,7 +689,8 @@ static int run_call(const char *tool, const char *args_text)
 		json_decref(args);
 		return EXIT_USAGE;
 	}
-	relay_call(tool, args, &o);
+	if (relay_publish(tool, args, id, sizeof(id), &o) == 0)
+		await_response(id, &o);
 	json_decref(args);
 	if (o.result) {
 		print_result(o.result);
@@ -607,6 +698,8 @@ static int run_call(const char *tool, const char *args_text)
 	} else {
 		fprintf(stderr, "sandrun-shim: %s: %s\n", tool, o.message);
 	}
+	fflush(stdout);
+	relay_release(id, &o);
 	return o.code;
 }
 
@@ -648,6 +741,7 @@ int main(int argc, char **argv)
 	int c;
 
 	relay_dir = getenv("SANDRUN_RELAY_DIR");
+	trace_fd = sr_timing_open();
 	if ((env = getenv("SANDRUN_SHIM_TIMEOUT_MS")))
 		timeout_ms = strtol(env, NULL, 10);
 	if ((env = getenv("SANDRUN_SHIM_PAGE_SIZE")) && atoi(env) > 0)

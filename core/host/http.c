@@ -44,6 +44,8 @@ struct sr_http_call {
 	/* A streamed response: headers and chunks as they arrive. */
 	sr_http_stream_callbacks stream;
 	int streaming, headers_sent;
+	uv_timer_t *idle;     /* a stream: the time allowed between two chunks */
+	uint64_t idle_ms;
 	char errbuf[CURL_ERROR_SIZE];
 	sr_http_call *next, *prev;
 };
@@ -175,6 +177,8 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 			return 0;
 		}
 		c->len += n;
+		if (c->idle)
+			uv_timer_again(c->idle);
 		stream_headers(c);
 		if (c->stream.on_chunk && n)
 			c->stream.on_chunk(c->ud, ptr, n);
@@ -229,12 +233,22 @@ static void unlink_call(sr_http_call *c)
 		c->next->prev = c->prev;
 }
 
+static void free_handle(uv_handle_t *h)
+{
+	free(h);
+}
+
 static void finish(sr_http_call *c, int status, const char *message)
 {
 	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
 	char *js = NULL;
 	long code = 0;
 
+	if (c->idle) {
+		uv_timer_stop(c->idle);
+		uv_close((uv_handle_t *)c->idle, free_handle);
+		c->idle = NULL;
+	}
 	unlink_call(c);
 	curl_multi_remove_handle(c->http->multi, c->easy);
 	if (status == SR_OK && c->streaming) {
@@ -467,8 +481,19 @@ static void fail_now(sr_done_fn done, void *ud, int status, const char *msg)
 	done(ud, &r);
 }
 
+static void on_idle(uv_timer_t *t)
+{
+	sr_http_call *c = t->data;
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "the stream sent nothing for %llu ms",
+		 (unsigned long long)c->idle_ms);
+	finish(c, SR_ETIMEDOUT, msg);
+}
+
 /* The time limit of a stream is between two chunks (a followed log may
- * last), with the whole limit for connecting. */
+ * last): a timer restarted by every chunk. Connecting has the same
+ * limit. Without memory for the timer, the limit is on the whole. */
 static void stream_setup(sr_http_call *c, const sr_http_request *req,
 			 const sr_http_stream_callbacks *cbs)
 {
@@ -476,9 +501,13 @@ static void stream_setup(sr_http_call *c, const sr_http_request *req,
 
 	memcpy(&c->stream, cbs, cbs->size < sizeof(c->stream) ? cbs->size : sizeof(c->stream));
 	c->streaming = 1;
+	c->idle_ms = ms;
+	if (!(c->idle = malloc(sizeof(*c->idle))))
+		return;
+	uv_timer_init(c->http->loop, c->idle);
+	c->idle->data = c;
+	uv_timer_start(c->idle, on_idle, ms, ms);
 	curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, 0L);
-	curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(c->easy, CURLOPT_LOW_SPEED_TIME, (long)((ms + 999) / 1000));
 	curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)ms);
 }
 
@@ -560,6 +589,8 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 	if (stream)
 		stream_setup(c, req, stream);
 	if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
+		if (c->idle)
+			uv_close((uv_handle_t *)c->idle, free_handle);
 		curl_easy_cleanup(c->easy);
 		curl_slist_free_all(c->headers);
 		free(c->body_copy);

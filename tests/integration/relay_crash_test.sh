@@ -33,7 +33,7 @@ test "$rc" -eq 1 && ok "the waiting shim got an answer (exit 1)" || fail "the wa
 grep_in "the answer says interrupted" "$T/call.err" "interrupted"
 sleep 0.5
 test "$(wc -l <"$CB_LOG")" -eq 1 && ok "the tool was not run again" || fail "the tool was not run again ($(wc -l <"$CB_LOG"))"
-test -z "$(ls -A "$T/journal")" && ok "no claim left" || fail "no claim left"
+test -z "$(ls -A "$T/journal" | grep -v "^\.anchor$")" && ok "no claim left" || fail "no claim left"
 grep -q tool.interrupted "$T/events" && ok "interrupted event" || fail "interrupted event"
 
 # 3. The restarted runner works normally.

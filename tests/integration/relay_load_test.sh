@@ -34,5 +34,5 @@ test "$(cut -d' ' -f1 "$CB_LOG" | sort -u | wc -l)" -eq 1000 && ok "no call ran 
 test "$(grep -c '"type":"tool.result"' "$T/events")" -eq 1000 && ok "1000 answers" ||
 	fail "1000 answers ($(grep -c '"type":"tool.result"' "$T/events"))"
 test -z "$(ls -A "$RELAY")" && ok "relay directory empty" || fail "relay directory empty: $(ls -A "$RELAY" | head -5)"
-test -z "$(ls -A "$T/journal")" && ok "no claims left" || fail "no claims left"
+test -z "$(ls -A "$T/journal" | grep -v "^\.anchor$")" && ok "no claims left" || fail "no claims left"
 finish

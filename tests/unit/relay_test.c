@@ -843,3 +843,20 @@ Test(relay, a_waiting_call_keeps_its_own_timeout)
 	cr_assert_lt(uv_now(ctx.loop) - t0, 1500, "the wait in the queue did not count");
 	json_decref(res);
 }
+
+Test(relay, claims_still_work_when_the_journal_anchor_is_gone)
+{
+	char anchor[4400];
+	json_t *res;
+
+	start_relay(SR_ASK_WAIT);
+	snprintf(anchor, sizeof(anchor), "%s/.anchor", journal);
+	cr_assert_eq(access(anchor, F_OK), 0, "no anchor for claims in the journal");
+	cr_assert_eq(unlink(anchor), 0);
+	request("na1", "echo", "{\"text\":\"still\"}");
+	res = response("na1");
+	cr_assert_str_eq(first_text(res), "still");
+	cr_assert_eq(t_count_lines(calls_log), 1);
+	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+	json_decref(res);
+}
