@@ -217,7 +217,8 @@ static void on_signal(uv_signal_t *s, int signum)
 {
 	run *r = s->data;
 
-	sr__provider_channel_signal(r->p, r->req, signum);
+	if (sr__provider_channel_signal(r->p, r->req, signum) != SR_OK)
+		fprintf(stderr, "sandrun: cannot pass signal %d on to the process\n", signum);
 }
 
 static void on_stdin(void *ud, const char *data, size_t n)
@@ -228,10 +229,14 @@ static void on_stdin(void *ud, const char *data, size_t n)
 		return;
 	if (n == 0) {
 		r->input = NULL; /* the reader frees itself at the end */
-		sr__provider_channel_close_input(r->p, r->req);
+		(void)sr__provider_channel_close_input(r->p, r->req); /* gone: nothing to close */
 		return;
 	}
-	sr__provider_channel_write(r->p, r->req, data, n);
+	if (sr__provider_channel_write(r->p, r->req, data, n) != SR_OK) {
+		/* The process no longer reads: stop reading for it. */
+		sr__input_stop(r->input);
+		r->input = NULL;
+	}
 }
 
 static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,

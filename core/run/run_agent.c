@@ -29,12 +29,21 @@ void sr__run_stop_kill_timer(sr__run *r)
 	}
 }
 
+/* A signal for the agent; a channel that cannot take it is said in the
+ * log (its exit, which the run waits for, is the provider's to report). */
+static void signal_agent(sr__run *r, int signum)
+{
+	int rc = sr__provider_channel_signal(r->provider, r->chan, signum);
+
+	if (rc != SR_OK)
+		sr__log(SR_LOG_WARN, "run", "cannot send signal %d to the agent: %s", signum,
+			sr__strerror(rc));
+}
+
 static void on_kill_timer(uv_timer_t *t)
 {
-	sr__run *r = t->data;
-
 	/* It did not leave after its stdin closed and SIGTERM: */
-	sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+	signal_agent(t->data, SIGKILL);
 }
 
 /* SIGKILL the agent after ms unless it left; without memory for a timer,
@@ -44,7 +53,7 @@ static void start_kill_timer(sr__run *r, uint64_t ms)
 	sr__run_stop_kill_timer(r);
 	r->kill_timer = malloc(sizeof(*r->kill_timer));
 	if (!r->kill_timer) {
-		sr__provider_channel_signal(r->provider, r->chan, SIGKILL);
+		signal_agent(r, SIGKILL);
 		return;
 	}
 	uv_timer_init(r->ctx->loop, r->kill_timer);
@@ -59,8 +68,9 @@ void sr__run_stop_agent(sr__run *r)
 	r->agent_signalled = 1;
 	/* The ACP object stays until the run is freed: stopping may run
 	 * inside one of its callbacks. Nothing more is fed to it. */
-	sr__provider_channel_close_input(r->provider, r->chan);
-	sr__provider_channel_signal(r->provider, r->chan, SIGTERM);
+	if (sr__provider_channel_close_input(r->provider, r->chan) != SR_OK)
+		sr__log(SR_LOG_DEBUG, "run", "the agent's stdin was already closed");
+	signal_agent(r, SIGTERM);
 	start_kill_timer(r, 3000);
 }
 
