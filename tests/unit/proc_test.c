@@ -197,5 +197,8 @@ Test(proc, group_kill_reaches_grandchildren)
 	/* The grandchild held stdout: exit is reported only once it died. */
 	run_until_exit(&r);
 	cr_assert_eq(r.sig, SIGKILL);
+	/* Its pipes close early in its exit: give it a moment to finish. */
+	for (int i = 0; i < 200 && alive(grandchild); i++)
+		usleep(10000);
 	cr_assert(!alive(grandchild), "the grandchild %ld survived", grandchild);
 }
