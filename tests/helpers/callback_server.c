@@ -3,7 +3,7 @@
  * It behaves by the "tool" of each POSTed call:
  *   echo     {"content":[{"type":"text","text":ARGS.text}]}
  *   fail     an MCP result with isError true
- *   slow     waits ARGS.ms (default 2000) milliseconds, then "ok"
+ *   slow*    waits ARGS.ms (default 2000) milliseconds, then "ok"
  *   big      a 10 MiB body
  *   long     150,000 bytes of plain text
  *   plain    the plain-text body "plain answer"
@@ -82,7 +82,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	snprintf(line, sizeof(line), "%s %s\n", id ? id : "-", tool);
 	if (log_fd >= 0 && write(log_fd, line, strlen(line)) < 0)
 		perror("log");
-	if (strcmp(tool, "slow") == 0) {
+	if (strncmp(tool, "slow", 4) == 0) {
 		json_int_t ms = json_integer_value(json_object_get(args, "ms"));
 		usleep((useconds_t)(ms > 0 ? ms : 2000) * 1000);
 	}

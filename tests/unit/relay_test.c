@@ -681,8 +681,9 @@ Test(relay, a_taken_request_can_no_longer_be_withdrawn)
 	char path[4400];
 
 	start_relay(SR_ASK_WAIT);
-	request("w2", "slow", "{\"ms\":100}");
-	run_for(50);
+	request("w2", "slow", "{\"ms\":250}");
+	for (int waited = 0; sr__relay_in_flight(relay) < 1 && waited < 2000; waited += 10)
+		run_for(10);
 	cr_assert_eq(sr__relay_in_flight(relay), 1);
 	/* What the shim does at its timeout: this unlink must fail, so it
 	 * reports "no answer in time", not "withdrawn". */
@@ -805,13 +806,24 @@ static void start_relay_capped(unsigned cap)
 
 Test(relay, calls_beyond_the_endpoint_cap_wait_for_a_free_slot)
 {
+	char extra[600];
 	json_t *res;
 
+	/* q1 holds the one slot for 3 s: long enough, however slow this runs
+	 * (valgrind), to see q2 picked up and waiting. */
+	snprintf(extra, sizeof(extra),
+		 ",{\"name\":\"slower\",\"permission\":\"allow\","
+		 "\"callback\":{\"url\":\"%s\"}}", url);
+	sr__tools_free(tools);
+	load_tools(extra);
 	start_relay_capped(1);
-	request("q1", "slow", "{\"ms\":250}");
-	run_for(50);
+	request("q1", "slower", "{\"ms\":3000}");
+	for (int waited = 0; t_count_lines(calls_log) < 1 && waited < 10000; waited += 10)
+		run_for(10);
+	cr_assert_eq(t_count_lines(calls_log), 1, "q1 never reached its endpoint");
 	request("q2", "echo", "{\"text\":\"second\"}");
-	run_for(100);
+	for (int waited = 0; sr__relay_in_flight(relay) < 2 && waited < 2000; waited += 10)
+		run_for(10);
 	cr_assert_eq(sr__relay_in_flight(relay), 2);
 	cr_assert_eq(t_count_lines(calls_log), 1, "the cap of 1 was exceeded");
 	res = response("q2");
