@@ -2,6 +2,8 @@
 #ifndef SR_CORE_CLI_H
 #define SR_CORE_CLI_H
 
+#include <jansson.h>
+
 #include "core/host/ctx.h"
 
 /* Exit codes, documented in sandrun(1). */
@@ -38,6 +40,15 @@ int sr__cli_setup(sr__ctx *ctx, const char *config_path);
 /* The configured provider, started; NULL after printing why. */
 sr__plugin *sr__cli_provider(sr__ctx *ctx);
 
+/* This runner's sandboxes on provider p (labelled sandrun.runner = its id)
+ * that also carry every label of extra: *out a JSON array of the
+ * provider's list items. Returns an exit code, after printing why. */
+int sr__cli_own_sandboxes(sr__ctx *ctx, sr__plugin *p, const sr_pair *extra,
+			  size_t n_extra, json_t **out);
+/* The list as a table on standard output. */
+void sr__cli_print_sandboxes(json_t *list);
+
+int sr__cmd_janitor(int argc, char **argv, const char *config_path);
 int sr__cmd_plugins(int argc, char **argv, const char *config_path);
 int sr__cmd_doctor(int argc, char **argv, const char *config_path);
 int sr__cmd_sandbox(int argc, char **argv, const char *config_path);

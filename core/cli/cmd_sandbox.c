@@ -29,7 +29,7 @@ typedef struct opts {
 	const char *cwd;
 	sr_pair env[MAX_PAIRS];
 	size_t n_env;
-	sr_pair labels[MAX_PAIRS];
+	sr_pair labels[MAX_PAIRS + 2]; /* + the runner's own */
 	size_t n_labels;
 } opts;
 
@@ -41,6 +41,11 @@ static int parse_pair(const char *s, sr_pair *list, size_t *n,
 
 	if (!eq || eq == s || *n >= MAX_PAIRS) {
 		fprintf(stderr, "sandrun: %s '%s': expected NAME=VALUE\n", what, s);
+		return -1;
+	}
+	if (strcmp(what, "--label") == 0 && strncmp(s, "sandrun.", 8) == 0) {
+		fprintf(stderr, "sandrun: --label '%s': labels starting with 'sandrun.' are "
+			"the runner's own\n", s);
 		return -1;
 	}
 	name = strndup(s, (size_t)(eq - s));
@@ -137,7 +142,8 @@ static int report(sr__wait *w, const char *what)
 	return w->status == SR_EUNSUPPORTED ? SR_EXIT_UNAVAILABLE : SR_EXIT_FAIL;
 }
 
-static int create(sr__ctx *ctx, sr__plugin *p, opts *o, char **id_out)
+/* kind: NULL for a sandbox made by hand, "exec" for sandrun exec's. */
+static int create(sr__ctx *ctx, sr__plugin *p, opts *o, const char *kind, char **id_out)
 {
 	sr_network_policy np = { sizeof(np), o->network < 0 ? SR_NET_OPEN : o->network,
 				 NULL, 0 };
@@ -147,6 +153,16 @@ static int create(sr__ctx *ctx, sr__plugin *p, opts *o, char **id_out)
 	json_t *j;
 	int rc;
 
+	/* The runner's labels after the user's (room was kept for them). */
+	o->labels[o->n_labels].name = "sandrun.runner";
+	if (!(o->labels[o->n_labels].value = sr__ctx_runner_id(ctx)))
+		return SR_EXIT_FAIL;
+	spec.n_labels++;
+	if (kind) {
+		o->labels[spec.n_labels].name = "sandrun.kind";
+		o->labels[spec.n_labels].value = kind;
+		spec.n_labels++;
+	}
 	sr__wait_for(ctx, &w, sr__provider_create(p, sr__next_req(), &spec, sr__wait_done, &w));
 	rc = report(&w, "create");
 	if (rc == SR_EXIT_OK) {
@@ -280,17 +296,21 @@ static int exec_in(sr__ctx *ctx, sr__plugin *p, const char *id, opts *o,
 /* ----------------------------------------------------------- commands */
 
 static const char sandbox_help[] =
-	"Usage: sandrun sandbox create [--network open|off] [--env NAME=VALUE]...\n"
+	"Usage: sandrun sandbox list [--label NAME=VALUE]... [--json]\n"
+	"       sandrun sandbox create [--network open|off] [--env NAME=VALUE]...\n"
 	"                              [--label NAME=VALUE]... [--json]\n"
 	"       sandrun sandbox exec ID [--env NAME=VALUE]... [--cwd DIR] [-i] -- CMD [ARG]...\n"
 	"       sandrun sandbox park ID [--stopped]\n"
 	"       sandrun sandbox reconnect ID [--network open|off] [--json]\n"
 	"       sandrun sandbox destroy ID\n"
 	"\n"
-	"Drive the configured provider by hand. 'create' prints the new sandbox's id;\n"
-	"the others take it. A sandbox outlives the runner process: reconnect, exec\n"
-	"and destroy work from a later invocation. 'exec' exits with the command's\n"
-	"exit code (128+N when killed by signal N); -i forwards standard input.\n";
+	"Drive the configured provider by hand. 'list' shows this runner's own\n"
+	"sandboxes (every sandbox it creates is labelled sandrun.runner=ID) and who\n"
+	"made each: a run (with its session), sandrun exec, or by hand. 'create'\n"
+	"prints the new sandbox's id; the others take it. A sandbox outlives the\n"
+	"runner process: reconnect, exec and destroy work from a later invocation.\n"
+	"'exec' exits with the command's exit code (128+N when killed by signal N);\n"
+	"-i forwards standard input. Labels starting with 'sandrun.' are the runner's.\n";
 
 static const char exec_help[] =
 	"Usage: sandrun exec [--network open|off] [--env NAME=VALUE]... [--keep] [-i]\n"
@@ -327,14 +347,14 @@ int sr__cmd_sandbox(int argc, char **argv, const char *config_path)
 		return argc < 2 ? SR_EXIT_USAGE : SR_EXIT_OK;
 	}
 	sub = argv[1];
-	if (strcmp(sub, "create") != 0 && strcmp(sub, "exec") != 0 &&
+	if (strcmp(sub, "create") != 0 && strcmp(sub, "exec") != 0 && strcmp(sub, "list") != 0 &&
 	    strcmp(sub, "park") != 0 && strcmp(sub, "reconnect") != 0 &&
 	    strcmp(sub, "destroy") != 0) {
 		fprintf(stderr, "sandrun sandbox: unknown subcommand '%s'\n", sub);
 		return SR_EXIT_USAGE;
 	}
 	i = 2;
-	if (strcmp(sub, "create") != 0) {
+	if (strcmp(sub, "create") != 0 && strcmp(sub, "list") != 0) {
 		if (!need_id(argc, argv, i, sub))
 			return SR_EXIT_USAGE;
 		id = argv[i++];
@@ -363,8 +383,19 @@ int sr__cmd_sandbox(int argc, char **argv, const char *config_path)
 		rc = rc != SR_EXIT_OK ? rc : SR_EXIT_UNAVAILABLE;
 		goto out;
 	}
-	if (strcmp(sub, "create") == 0) {
-		rc = create(&ctx, p, &o, &new_id);
+	if (strcmp(sub, "list") == 0) {
+		json_t *list = NULL;
+		rc = sr__cli_own_sandboxes(&ctx, p, o.labels, o.n_labels, &list);
+		if (rc == SR_EXIT_OK && o.json) {
+			char *text = json_dumps(list, JSON_COMPACT);
+			printf("%s\n", text ? text : "[]");
+			free(text);
+		} else if (rc == SR_EXIT_OK) {
+			sr__cli_print_sandboxes(list);
+		}
+		json_decref(list);
+	} else if (strcmp(sub, "create") == 0) {
+		rc = create(&ctx, p, &o, NULL, &new_id);
 		if (rc == SR_EXIT_OK && !o.json)
 			printf("%s\n", new_id);
 	} else if (strcmp(sub, "exec") == 0) {
@@ -418,7 +449,7 @@ int sr__cmd_exec(int argc, char **argv, const char *config_path)
 		goto out;
 	}
 	o.json = 0;
-	rc = create(&ctx, p, &o, &id);
+	rc = create(&ctx, p, &o, "exec", &id);
 	if (rc != SR_EXIT_OK)
 		goto out;
 	rc = exec_in(&ctx, p, id, &o, argv + i);

@@ -23,7 +23,8 @@ static void usage(FILE *out)
 		"  plugins [--json]          list the plugins found and the files rejected\n"
 		"  doctor                    check the configuration and the configured plugins\n"
 		"  exec [OPTIONS] -- CMD...  run one command in a new sandbox, then remove it\n"
-		"  sandbox SUBCOMMAND        create, exec, park, reconnect, destroy sandboxes\n"
+		"  sandbox SUBCOMMAND        list, create, exec, park, reconnect, destroy sandboxes\n"
+		"  janitor [--dry-run]       delete this runner's sandboxes that no session needs\n"
 		"  tools serve|check ...     answer tool calls from a relay directory (and MCP over HTTP)\n"
 		"\n"
 		"Options:\n"
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
 		return sr__cmd_doctor(argc, argv, config_path);
 	if (strcmp(cmd, "sandbox") == 0)
 		return sr__cmd_sandbox(argc, argv, config_path);
+	if (strcmp(cmd, "janitor") == 0)
+		return sr__cmd_janitor(argc, argv, config_path);
 	if (strcmp(cmd, "exec") == 0)
 		return sr__cmd_exec(argc, argv, config_path);
 	if (strcmp(cmd, "install-harness") == 0)

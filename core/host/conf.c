@@ -34,8 +34,15 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", NULL
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", NULL
 };
+
+int sr__runner_id_valid(const char *id)
+{
+	size_t n = strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-_");
+
+	return n >= 1 && n <= 40 && id[n] == '\0';
+}
 
 sr__config *sr__config_new(void)
 {
@@ -390,6 +397,10 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (rc->state_dir[0] != '/' || strchr(rc->state_dir, ':'))
 		return sr__config_invalid(c, "runner", "state_dir",
 			"an absolute directory");
+	rc->id = sr__config_get(c, "runner", "id");
+	if (rc->id && !sr__runner_id_valid(rc->id))
+		return sr__config_invalid(c, "runner", "id",
+			"1 to 40 characters of a-z, 0-9, '-' and '_'");
 	rc->node_dir = sr__config_get(c, "runner", "node_dir");
 	if (rc->node_dir && rc->node_dir[0] != '/')
 		return sr__config_invalid(c, "runner", "node_dir",

@@ -53,7 +53,11 @@ typedef struct sr__runner_conf {
 	int log_level;
 	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
 	unsigned callback_concurrency; /* tool callbacks at once per host:port */
+	const char *id;         /* NULL: made once, kept in STATE_DIR/runner-id */
 } sr__runner_conf;
+
+/* Whether id can name a runner: 1 to 40 of [a-z0-9_-]. */
+int sr__runner_id_valid(const char *id);
 
 /* Fill rc from [runner], validating each value (SR_EINVAL on the first
  * invalid one, logged). */

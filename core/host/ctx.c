@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/host/ctx.h"
 #include "core/host/fsutil.h"
@@ -25,6 +28,80 @@ const char *sr__ctx_state_dir(sr__ctx *ctx)
 	chmod(ctx->rc.state_dir, 0700);
 	ctx->state_dir = strdup(ctx->rc.state_dir);
 	return ctx->state_dir;
+}
+
+/* Read an id from path into buf; 1 when it holds a valid one. */
+static int read_id(const char *path, char *buf, size_t n)
+{
+	FILE *f = fopen(path, "re");
+	int ok = 0;
+
+	if (!f)
+		return 0;
+	if (fgets(buf, (int)n, f)) {
+		buf[strcspn(buf, "\n")] = '\0';
+		ok = sr__runner_id_valid(buf);
+	}
+	fclose(f);
+	return ok;
+}
+
+const char *sr__ctx_runner_id(sr__ctx *ctx)
+{
+	const char *state;
+	char path[4200], tmp[4300], id[48];
+	unsigned char r[8];
+	FILE *f;
+	int fd;
+
+	if (ctx->runner_id[0])
+		return ctx->runner_id;
+	if (ctx->rc.id) {
+		snprintf(ctx->runner_id, sizeof(ctx->runner_id), "%s", ctx->rc.id);
+		return ctx->runner_id;
+	}
+	if (!(state = sr__ctx_state_dir(ctx)))
+		return NULL;
+	snprintf(path, sizeof(path), "%s/runner-id", state);
+	if (read_id(path, id, sizeof(id)))
+		goto found;
+	if (access(path, F_OK) == 0) {
+		sr__log(SR_LOG_ERROR, "runner", "%s does not hold a runner id (1 to 40 of "
+			"a-z, 0-9, '-', '_'); fix or remove it", path);
+		return NULL;
+	}
+	/* Made once: written aside, then linked (never replacing), so that
+	 * two first runs agree on the one that landed. */
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		sr__log(SR_LOG_ERROR, "runner", "no random bytes for a runner id: %s",
+			strerror(errno));
+		return NULL;
+	}
+	snprintf(id, sizeof(id), "r%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+		 r[3], r[4], r[5], r[6], r[7]);
+	snprintf(tmp, sizeof(tmp), "%s/.runner-id.%ld", state, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f || fprintf(f, "%s\n", id) < 0 || fclose(f) != 0) {
+		if (!f && fd >= 0)
+			close(fd);
+		unlink(tmp);
+		sr__log(SR_LOG_ERROR, "runner", "cannot write %s: %s", tmp, strerror(errno));
+		return NULL;
+	}
+	if (link(tmp, path) != 0 && errno != EEXIST) {
+		sr__log(SR_LOG_ERROR, "runner", "cannot create %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return NULL;
+	}
+	unlink(tmp);
+	if (!read_id(path, id, sizeof(id))) {
+		sr__log(SR_LOG_ERROR, "runner", "cannot read the runner id in %s", path);
+		return NULL;
+	}
+found:
+	snprintf(ctx->runner_id, sizeof(ctx->runner_id), "%s", id);
+	return ctx->runner_id;
 }
 
 static int section_known(const char *section, void *ud)

@@ -396,8 +396,9 @@ void sr__run_acquire(sr__run *r)
 {
 	sr_network_policy np = { sizeof(np), r->o.network, NULL, 0 };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
-	sr_pair labels[2] = { { "sandrun.session", r->session },
-			      { "sandrun.harness", r->harness->desc->name } };
+	sr_pair labels[3] = { { "sandrun.session", r->session },
+			      { "sandrun.harness", r->harness->desc->name },
+			      { "sandrun.runner", NULL } };
 	const sr_credential **creds = NULL;
 	const char *hosts[1];
 	char host[256];
@@ -405,7 +406,7 @@ void sr__run_acquire(sr__run *r)
 
 	sr__run_enter(r, SR__RUN_ACQUIRING);
 	spec.labels = labels;
-	spec.n_labels = 2;
+	spec.n_labels = 3;
 	if (r->resumed) {
 		rc = sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
 					    on_sandbox, r);
@@ -423,6 +424,12 @@ void sr__run_acquire(sr__run *r)
 			return;
 		}
 		spec.credentials = creds;
+	}
+	if (!(labels[2].value = sr__ctx_runner_id(r->ctx))) {
+		sr__run_fail(r, "sandbox_failed", "cannot create a sandbox: no runner id "
+			     "(see the log)");
+		free(creds);
+		return;
 	}
 	r->created = 1;
 	rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);

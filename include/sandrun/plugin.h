@@ -451,7 +451,9 @@ typedef struct sr_provider_ops {
 
 	/* The sandboxes this provider holds whose labels include all of
 	 * labels (n_labels 0: all), for janitors. json: [{"id", "state",
-	 * "labels": {name: value}}]. */
+	 * "labels": {name: value}, "created": Unix seconds}] ("created" may
+	 * be missing when the provider cannot tell; a janitor then keeps the
+	 * sandbox). */
 	int (*list)(void *self, uint64_t req, const sr_pair *labels,
 		    size_t n_labels, sr_done_fn done, void *ud);
 	/* Inspect one sandbox without starting or changing it. json: {"id",

@@ -106,6 +106,29 @@ Test(conf, rejects_a_bad_provider_name_and_plugin_dir)
 	sr__config_free(c);
 }
 
+Test(conf, runner_id_is_checked)
+{
+	sr__config *c = sr__config_new();
+	sr__runner_conf rc;
+	const char *p = t_write(dir, "a.conf", "[runner]\nid = web-1_a\n");
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK);
+	cr_assert_str_eq(rc.id, "web-1_a");
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "b.conf", "[runner]\nid = Web 1\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "key 'id': invalid value 'Web 1'"), "%s", t_log_text());
+	sr__config_free(c);
+	cr_assert(sr__runner_id_valid("r0123456789abcdef"));
+	cr_assert_not(sr__runner_id_valid(""));
+	cr_assert_not(sr__runner_id_valid("a/b"));
+	cr_assert_not(sr__runner_id_valid("x0123456789012345678901234567890123456789"));
+	cr_assert(sr__runner_id_valid("x012345678901234567890123456789012345678"));
+}
+
 Test(conf, unknown_key_is_a_warning_with_its_line)
 {
 	sr__config *c = sr__config_new();

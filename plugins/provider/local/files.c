@@ -409,11 +409,12 @@ static json_t *describe_box(json_t *meta)
 	const char *state = json_string_value(json_object_get(meta, "state"));
 	int parked = state && strncmp(state, "parked-", 7) == 0;
 
-	return json_pack("{s:O, s:s, s:b, s:O, s:O}", "id", json_object_get(meta, "id"),
+	return json_pack("{s:O, s:s, s:b, s:O, s:O, s:O?}", "id", json_object_get(meta, "id"),
 			 "state", state && strcmp(state, "parked-stopped") == 0 ? "stopped" :
 				  "running",
 			 "parked", parked, "labels", json_object_get(meta, "labels"),
-			 "network", json_object_get(meta, "network"));
+			 "network", json_object_get(meta, "network"),
+			 "created", json_object_get(meta, "created"));
 }
 
 /* Every sandbox under the root whose labels hold all of f->meta_labels. */

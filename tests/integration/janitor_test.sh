@@ -1,0 +1,78 @@
+#!/bin/sh
+# sandrun sandbox list and sandrun janitor on the local provider: only this
+# runner's sandboxes are listed; the janitor deletes those no session
+# needs (older than its grace period), keeps the ones a session points at
+# and the ones made by hand, and never touches another runner's.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+export SANDRUN_RUNNER_HARNESSES=claude
+export SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
+export SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=fs
+command -v node >/dev/null || missing "node (for the fake ACP agent)"
+field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+
+expect "an empty list" 0 "$S" sandbox list --json
+grep_in "an empty list is []" "$T/out" '^\[\]$'
+expect "a turn (fake agent)" 0 "$S" run --json go
+session=$(field session "$T/out")
+box=$(grep run.finished "$T/out" | sed -n 's/.*"sandbox":"\([^"]*\)".*/\1/p')
+[ -n "$session" ] && [ -n "$box" ] && ok "the turn named its session and sandbox" ||
+	fail "the turn named its session and sandbox"
+expect "a sandbox made by hand" 0 "$S" sandbox create --label team=a
+hand=$(cat "$T/out")
+expect "a sandbox left by exec --keep" 0 "$S" exec --keep -- true
+left=$(sed -n 's/.*kept sandbox \(.*\)/\1/p' "$T/err")
+expect "list" 0 "$S" sandbox list
+grep_in "the run's sandbox, with its session" "$T/out" "^$box .*$session *run$"
+grep_in "the hand-made one" "$T/out" "^$hand .* hand$"
+grep_in "the one exec left" "$T/out" "^$left .* exec$"
+expect "list by a label" 0 "$S" sandbox list --json --label team=a
+[ "$(grep -o '"id"' "$T/out" | wc -l)" -eq 1 ] && grep -q "$hand" "$T/out" &&
+	ok "the label filter holds" || fail "the label filter holds"
+grep_in "labelled with the runner id" "$T/out" "\"sandrun.runner\":\"$(cat "$T/state/runner-id")\""
+expect "labels of the runner's own cannot be set by hand" 2 "$S" sandbox create --label sandrun.session=x
+grep_in "said why" "$T/err" "are the runner's own"
+
+SANDRUN_RUNNER_ID=other-runner expect "another runner lists none of them" 0 "$S" sandbox list --json
+grep_in "another runner: []" "$T/out" '^\[\]$'
+SANDRUN_RUNNER_ID=other-runner expect "another runner's janitor" 0 "$S" janitor --grace 0
+grep_in "touches nothing" "$T/out" "no sandboxes of this runner"
+
+expect "janitor, default grace" 0 "$S" janitor
+grep_in "a young leftover is kept" "$T/out" "^kept  *$left .*younger than the grace period"
+grep_in "the session's sandbox is kept" "$T/out" "^kept  *$box .*its session points at it"
+grep_in "the hand-made one is kept" "$T/out" "^kept  *$hand .*made by hand"
+
+# The run's pointer is lost (as when a run crashes before recording it).
+mv "$T/state/sessions/$session.json" "$T/session.json"
+expect "janitor --dry-run" 0 "$S" janitor --dry-run --grace 0
+grep_in "would delete the unpointed one" "$T/out" "^would delete  *$box .*no session points at it"
+grep_in "would delete exec's leftover" "$T/out" "^would delete  *$left "
+expect "list after the dry run" 0 "$S" sandbox list --json
+grep -q "$box" "$T/out" && grep -q "$left" "$T/out" && ok "a dry run deletes nothing" ||
+	fail "a dry run deletes nothing"
+mv "$T/session.json" "$T/state/sessions/$session.json"
+expect "janitor --grace 0 --json" 0 "$S" janitor --grace 0 --json
+grep_in "exec's leftover deleted" "$T/out" "\"id\":\"$left\",\"verdict\":\"deleted\""
+grep_in "the pointed one kept" "$T/out" "\"id\":\"$box\",\"verdict\":\"kept\""
+expect "list after the janitor" 0 "$S" sandbox list --json
+! grep -q "$left" "$T/out" && grep -q "$box" "$T/out" && grep -q "$hand" "$T/out" &&
+	ok "exactly the leftover is gone" || fail "exactly the leftover is gone"
+rm "$T/state/sessions/$session.json"
+expect "janitor after the session is gone" 0 "$S" janitor -g 0
+grep_in "deleted" "$T/out" "^deleted  *$box "
+expect "sandbox destroy" 0 "$S" sandbox destroy "$hand"
+expect "list at the end" 0 "$S" sandbox list --json
+grep_in "nothing of this runner left" "$T/out" '^\[\]$'
+
+expect "a bad grace is a usage error" 2 "$S" janitor --grace 5x
+grep_in "said what a duration is" "$T/err" "expected a duration such as 90s"
+expect "an argument is a usage error" 2 "$S" janitor now
+SANDRUN_RUNNER_ID='Bad Id' expect "a bad runner id is a configuration error" 3 "$S" sandbox list
+grep_in "names the key" "$T/err" "id"
+echo "not an id!" >"$T/state/runner-id"
+expect "a damaged runner-id file" 1 "$S" sandbox list
+grep_in "said which file" "$T/err" "runner-id does not hold a runner id"
+expect "janitor --help" 0 "$S" janitor --help
+grep_in "help names the grace period" "$T/out" "default 2h"
+finish
