@@ -48,6 +48,7 @@ int sr__cli_own_sandboxes(sr__ctx *ctx, sr__plugin *p, const sr_pair *extra,
 /* The list as a table on standard output. */
 void sr__cli_print_sandboxes(json_t *list);
 
+int sr__cmd_image_recipe(int argc, char **argv, const char *config_path);
 int sr__cmd_janitor(int argc, char **argv, const char *config_path);
 int sr__cmd_plugins(int argc, char **argv, const char *config_path);
 int sr__cmd_doctor(int argc, char **argv, const char *config_path);

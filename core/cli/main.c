@@ -25,6 +25,7 @@ static void usage(FILE *out)
 		"  exec [OPTIONS] -- CMD...  run one command in a new sandbox, then remove it\n"
 		"  sandbox SUBCOMMAND        list, create, exec, park, reconnect, destroy sandboxes\n"
 		"  janitor [--dry-run]       delete this runner's sandboxes that no session needs\n"
+		"  image-recipe DIR          a Dockerfile for a remote provider's sandbox image\n"
 		"  tools serve|check ...     answer tool calls from a relay directory (and MCP over HTTP)\n"
 		"\n"
 		"Options:\n"
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
 		return sr__cmd_doctor(argc, argv, config_path);
 	if (strcmp(cmd, "sandbox") == 0)
 		return sr__cmd_sandbox(argc, argv, config_path);
+	if (strcmp(cmd, "image-recipe") == 0)
+		return sr__cmd_image_recipe(argc, argv, config_path);
 	if (strcmp(cmd, "janitor") == 0)
 		return sr__cmd_janitor(argc, argv, config_path);
 	if (strcmp(cmd, "exec") == 0)

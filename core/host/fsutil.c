@@ -1,9 +1,12 @@
 /* Small file-system helpers the core shares. */
 #include "config.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/host/fsutil.h"
 
@@ -26,4 +29,59 @@ int sr__mkdirs(const char *path, unsigned mode)
 	if (mkdir(buf, mode) != 0 && errno != EEXIST)
 		return SR_EIO;
 	return SR_OK;
+}
+
+/* Whether the 64-bit little-endian ELF file fd, whose header is h, asks
+ * for a program interpreter (is dynamically linked). */
+static int has_interp(int fd, const Elf64_Ehdr *h)
+{
+	for (unsigned i = 0; i < h->e_phnum && i < 256; i++) {
+		Elf64_Phdr ph;
+		off_t at = (off_t)h->e_phoff + (off_t)i * h->e_phentsize;
+		if (h->e_phentsize < sizeof(ph) || pread(fd, &ph, sizeof(ph), at) != sizeof(ph))
+			return 1; /* unreadable: not known to be static */
+		if (ph.p_type == PT_INTERP)
+			return 1;
+	}
+	return 0;
+}
+
+const char *sr__elf_machine(const char *path, int *is_static)
+{
+	unsigned char h[sizeof(Elf64_Ehdr)];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, h, sizeof(h)) : -1;
+	unsigned m;
+
+	*is_static = 0;
+	if (n != (ssize_t)sizeof(h) || memcmp(h, ELFMAG, SELFMAG) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (h[EI_CLASS] == ELFCLASS64 && h[EI_DATA] == ELFDATA2LSB) {
+		Elf64_Ehdr eh;
+		memcpy(&eh, h, sizeof(eh));
+		*is_static = !has_interp(fd, &eh);
+	}
+	close(fd);
+	/* e_type (2 bytes), then e_machine, in the file's byte order. */
+	if (h[EI_DATA] == ELFDATA2LSB)
+		m = (unsigned)h[EI_NIDENT + 2] | (unsigned)h[EI_NIDENT + 3] << 8;
+	else if (h[EI_DATA] == ELFDATA2MSB)
+		m = (unsigned)h[EI_NIDENT + 2] << 8 | (unsigned)h[EI_NIDENT + 3];
+	else
+		return NULL;
+	switch (m) {
+	case EM_X86_64:
+		return "x86_64";
+	case EM_AARCH64:
+		return "aarch64";
+	case EM_386:
+		return "i686";
+	case EM_RISCV:
+		return "riscv64";
+	default:
+		return NULL;
+	}
 }

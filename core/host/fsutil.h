@@ -8,4 +8,10 @@
  * empty or too long path, SR_EIO. */
 int sr__mkdirs(const char *path, unsigned mode);
 
+/* The machine an ELF executable is built for, as uname -m names it
+ * ("x86_64", "aarch64", ...), or NULL when path is no ELF file or names
+ * a machine not listed here. *is_static: 1 for a 64-bit little-endian
+ * executable without a program interpreter (statically linked). */
+const char *sr__elf_machine(const char *path, int *is_static);
+
 #endif

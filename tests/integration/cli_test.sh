@@ -74,4 +74,20 @@ if command -v bwrap >/dev/null; then
 else
 	echo "skip - network off: bubblewrap not installed (.ci/run installs it)"
 fi
+# image-recipe: a build context for a remote provider's image.
+SANDRUN_RUNNER_HARNESSES=claude,pi expect "image-recipe" 0 "$S" image-recipe --shim "$SANDRUN_SHIM" "$T/img"
+grep_in "it says where the Dockerfile is" "$T/out" "$T/img/Dockerfile"
+cmp -s "$SANDRUN_SHIM" "$T/img/sandrun-shim" && ok "the shim is in the context" || fail "the shim is in the context"
+grep_in "the pinned Node.js" "$T/img/Dockerfile" "npm install --prefix /opt/sandrun/harness/node .*'node-linux-\(x64\|arm64\)@[0-9.]*'$"
+grep_in "claude's adapter" "$T/img/Dockerfile" "prefix /opt/sandrun/harness/claude .*claude-agent-acp@"
+grep_in "pi's packages" "$T/img/Dockerfile" "prefix /opt/sandrun/harness/pi .*'pi-acp@.*pi-coding-agent@"
+grep -q codex "$T/img/Dockerfile" && fail "only the enabled harnesses" || ok "only the enabled harnesses"
+grep_in "the shim copied in" "$T/img/Dockerfile" "^COPY sandrun-shim /opt/sandrun/bin/sandrun-shim$"
+expect "image-recipe with a dynamic executable as shim" 1 "$S" image-recipe --shim /bin/sh "$T/img2"
+grep_in "said it must be static" "$T/err" "must be static"
+expect "image-recipe with a non-executable as shim" 1 "$S" image-recipe --shim /etc/hostname "$T/img2"
+expect "image-recipe with an unknown harness" 4 "$S" image-recipe --shim "$SANDRUN_SHIM" --harness nosuch "$T/img2"
+test ! -e "$T/img2" && ok "a refused recipe writes nothing" || fail "a refused recipe writes nothing"
+expect "image-recipe with a bad base" 2 "$S" image-recipe --base 'x y' "$T/img2"
+expect "image-recipe without a directory" 2 "$S" image-recipe
 finish
