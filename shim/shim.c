@@ -32,6 +32,7 @@
 #include "mcp_common.h"
 #include "relay_proto.h"
 #include "trace_timing.h"
+#include "watch.h"
 
 #define SHIM_VERSION "0.1.0"
 #define MAX_LINE (4u << 20)
@@ -711,11 +712,15 @@ static void usage(FILE *out)
 	fprintf(out,
 		"Usage: sandrun-shim mcp  [--specs FILE] [--relay-dir DIR] [--timeout-ms N]\n"
 		"       sandrun-shim call [--relay-dir DIR] [--timeout-ms N] TOOL [ARGS_JSON]\n"
+		"       sandrun-shim watch [--for SECONDS] DIR\n"
 		"\n"
 		"The in-sandbox end of sandrun's tool delivery. 'mcp' serves the tools in\n"
 		"the specs file as an MCP server over stdio; 'call' makes one call, with the\n"
 		"arguments from ARGS_JSON or standard input, and prints the result's text.\n"
 		"Each call is a request file in the relay directory, answered by the runner.\n"
+		"'watch' prints the name of each request in DIR as it appears (and '#'\n"
+		"after 5 s of quiet), for a runner that reaches the sandbox only through an\n"
+		"exec channel; it ends with 0 after SECONDS (default 3600).\n"
 		"\n"
 		"Environment: SANDRUN_TOOL_SPECS, SANDRUN_RELAY_DIR, SANDRUN_SHIM_TIMEOUT_MS\n"
 		"(default %ld), SANDRUN_SHIM_PAGE_SIZE (tools/list page, default %d).\n"
@@ -759,6 +764,8 @@ int main(int argc, char **argv)
 		printf("sandrun-shim %s (relay protocol %d)\n", SHIM_VERSION, SR_RELAY_VERSION);
 		return EXIT_OK;
 	}
+	if (strcmp(mode, "watch") == 0)
+		return shim_watch_main(argc, argv);
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "+s:r:t:hV", opts, NULL)) != -1) {
 		switch (c) {

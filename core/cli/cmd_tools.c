@@ -16,8 +16,11 @@
 #include "core/host/fsutil.h"
 #include "core/cli/input.h"
 #include "core/host/log.h"
+#include "core/host/status.h"
 #include "core/tools/mcp_http.h"
+#include "core/plugins/provider.h"
 #include "core/tools/relay.h"
+#include "core/tools/relay_bridge.h"
 #include "core/tools/tools.h"
 
 static const char tools_help[] =
@@ -25,6 +28,7 @@ static const char tools_help[] =
 	"                           [--specs-out FILE] [--journal DIR] [--sweep]\n"
 	"                           [--default-permission MODE] [--rule GLOB=PERM]...\n"
 	"                           [--approve-all | --deny-all]\n"
+	"                           [--sandbox ID [--shim PATH]]\n"
 	"       sandrun tools check --tools FILE\n"
 	"\n"
 	"'serve' answers tool calls published in DIR (by sandrun-shim) until SIGTERM\n"
@@ -34,6 +38,14 @@ static const char tools_help[] =
 	"--specs-out writes the tool specs the sandbox may see (for sandrun-shim\n"
 	"--specs). Claims are kept in --journal (default: under the state\n"
 	"directory), outside the sandbox; --sweep removes stale relay files first.\n"
+	"\n"
+	"With --sandbox, DIR is a path inside that sandbox of the configured\n"
+	"provider (a remote one, say), reached only through the provider: requests\n"
+	"are taken and answered with its file operations, and picked up as\n"
+	"'sandrun-shim watch DIR' (--shim: the shim's path in the sandbox) reports\n"
+	"them over an exec channel; without --shim, by listing DIR every second.\n"
+	"--sweep then answers what an earlier runner left there (never running a\n"
+	"tool twice).\n"
 	"\n"
 	"Permissions: each tool's own 'permission', then the first --rule whose\n"
 	"glob matches the tool name, then --default-permission: allow, ask, deny,\n"
@@ -50,6 +62,7 @@ typedef struct serve {
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
+	sr__bridge *bridge;
 	sr__mcp_http *http;
 	uv_signal_t sigterm, sigint;
 	sr__input *input;
@@ -136,6 +149,8 @@ static void on_signal(uv_signal_t *h, int signum)
 	s->input = NULL;
 	uv_signal_stop(&s->sigterm);
 	uv_signal_stop(&s->sigint);
+	sr__bridge_free(s->bridge);
+	s->bridge = NULL;
 	sr__relay_free(s->relay);
 	s->relay = NULL;
 	sr__mcp_http_stop(s->http);
@@ -145,20 +160,102 @@ static void on_signal(uv_signal_t *h, int signum)
 	uv_stop(s->ctx.loop);
 }
 
+/* STATE/<kind>/<FNV-1a of key>, or NULL. */
+static char *state_path(sr__ctx *ctx, const char *kind, const char *key)
+{
+	const char *state = sr__ctx_state_dir(ctx);
+	uint64_t h = 1469598103934665603ULL;
+	char *out;
+
+	if (!state)
+		return NULL;
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	out = malloc(strlen(state) + strlen(kind) + 40);
+	if (out)
+		sprintf(out, "%s/%s/%016llx", state, kind, (unsigned long long)h);
+	return out;
+}
+
 static char *default_journal(sr__ctx *ctx, const char *relay_dir)
 {
-	char abs[4096], *out;
-	const char *state = sr__ctx_state_dir(ctx);
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a of the absolute path */
+	char abs[4096];
 
-	if (!state || !realpath(relay_dir, abs))
+	if (!realpath(relay_dir, abs))
 		return NULL;
-	for (const char *p = abs; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	out = malloc(strlen(state) + 40);
-	if (out)
-		sprintf(out, "%s/relay/%016llx", state, (unsigned long long)h);
-	return out;
+	return state_path(ctx, "relay", abs);
+}
+
+/* ----------------------------------------------- a sandbox's directory */
+
+typedef struct remote {
+	sr__ctx *ctx;
+	sr__plugin *p;
+	const char *sandbox, *dir, *shim;
+	char *mirror, *journal;
+} remote;
+
+static void on_swept(void *ud, int status, const char *message)
+{
+	sr__wait *w = ud;
+	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
+
+	sr__wait_done(w, &r);
+}
+
+/* The bridge between the sandbox's DIR and a runner-side mirror that the
+ * relay serves; an exit code. */
+static int start_bridge(serve *s, remote *m, int sweep)
+{
+	sr__bridge_opts bo;
+	sr__wait w = { 0 };
+	char err[600], key[4400];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s:%s", m->sandbox, m->dir);
+	m->mirror = state_path(&s->ctx, "relay-mirror", key);
+	if (!m->journal)
+		m->journal = state_path(&s->ctx, "relay", key);
+	if (!m->mirror || !m->journal || sr__mkdirs(m->mirror, 0700) != SR_OK ||
+	    sr__mkdirs(m->journal, 0700) != SR_OK) {
+		fprintf(stderr, "sandrun tools: cannot make the relay's mirror and journal "
+			"under the state directory\n");
+		return SR_EXIT_FAIL;
+	}
+	sr__wait_for(&s->ctx, &w, sr__provider_file_mkdir(m->p, sr__next_req(), m->sandbox,
+							 m->dir, 0700, sr__wait_done, &w));
+	if ((rc = w.status) != SR_OK && rc != SR_EEXIST) {
+		fprintf(stderr, "sandrun tools: cannot make %s in sandbox %s: %s\n", m->dir,
+			m->sandbox, w.message ? w.message : sr__strerror(rc));
+		sr__wait_clear(&w);
+		return rc == SR_ENOTFOUND ? SR_EXIT_UNAVAILABLE : SR_EXIT_FAIL;
+	}
+	sr__wait_clear(&w);
+	memset(&bo, 0, sizeof(bo));
+	bo.provider = m->p;
+	bo.sandbox = m->sandbox;
+	bo.remote_dir = m->dir;
+	bo.local_dir = m->mirror;
+	bo.journal = m->journal;
+	bo.shim = m->shim;
+	bo.event = print_event;
+	bo.ud = s;
+	if (sr__bridge_new(&s->ctx, &bo, &s->bridge, err, sizeof(err)) != SR_OK) {
+		fprintf(stderr, "sandrun tools: %s\n", err);
+		return SR_EXIT_FAIL;
+	}
+	if (sweep) {
+		rc = sr__bridge_sweep(s->bridge, on_swept, &w);
+		sr__wait_for(&s->ctx, &w, rc);
+		if (w.status != SR_OK) {
+			fprintf(stderr, "sandrun tools: %s\n",
+				w.message ? w.message : sr__strerror(w.status));
+			sr__wait_clear(&w);
+			return SR_EXIT_FAIL;
+		}
+		sr__wait_clear(&w);
+	}
+	return SR_EXIT_OK;
 }
 
 static int write_specs(const sr__toolset *tools, const char *path)
@@ -173,13 +270,24 @@ static int write_specs(const sr__toolset *tools, const char *path)
 }
 
 static int run_serve(serve *s, const char *relay_dir, const char *journal,
-		     int http, int sweep, int ask_policy)
+		     int http, int sweep, int ask_policy, remote *m)
 {
 	sr__relay_opts o;
 	char err[512], *own_journal = NULL;
+	const char *shown = relay_dir;
 	json_t *ev;
+	int rc;
 
 	memset(&o, 0, sizeof(o));
+	if (m) {
+		m->journal = journal ? strdup(journal) : NULL;
+		if (!(m->p = sr__cli_provider(&s->ctx)))
+			return SR_EXIT_UNAVAILABLE;
+		if ((rc = start_bridge(s, m, sweep)) != SR_EXIT_OK)
+			return rc;
+		relay_dir = m->mirror;
+		journal = m->journal;
+	}
 	if (sr__mkdirs(relay_dir, 0700) != SR_OK) {
 		fprintf(stderr, "sandrun tools: cannot create relay directory %s\n", relay_dir);
 		return SR_EXIT_FAIL;
@@ -223,12 +331,18 @@ static int run_serve(serve *s, const char *relay_dir, const char *journal,
 		}
 		json_decref(ev);
 	}
-	ev = json_pack("{s:s, s:s, s:s, s:i}", "type", "relay.ready", "dir", relay_dir,
+	ev = json_pack("{s:s, s:s, s:s, s:i}", "type", "relay.ready", "dir", shown,
 		       "journal", journal, "tools", (int)s->tools->n);
+	if (m) {
+		json_object_set_new(ev, "sandbox", json_string(m->sandbox));
+		json_object_set_new(ev, "mirror", json_string(m->mirror));
+	}
 	print_event(s, ev);
 	json_decref(ev);
 	free(own_journal);
 	sr__relay_start(s->relay);
+	if (s->bridge)
+		sr__bridge_start(s->bridge);
 	uv_signal_init(s->ctx.loop, &s->sigterm);
 	uv_signal_init(s->ctx.loop, &s->sigint);
 	s->sigterm.data = s->sigint.data = s;
@@ -253,11 +367,14 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		{ "approve-all", no_argument, NULL, 'A' },
 		{ "deny-all", no_argument, NULL, 'D' },
 		{ "config", required_argument, NULL, 'c' },
+		{ "sandbox", required_argument, NULL, 'X' },
+		{ "shim", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *tools_path = NULL, *relay_dir = NULL, *journal = NULL,
-		   *specs_out = NULL, *sub;
+		   *specs_out = NULL, *sub, *sandbox = NULL, *shim = NULL;
+	remote m;
 	int http = 0, sweep = 0, ask_policy = SR_ASK_WAIT, c, rc;
 	char err[600];
 	serve *s;
@@ -278,8 +395,11 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 	optind = 0;
 	argc--;
 	argv++;
-	while ((c = getopt_long(argc, argv, "t:r:J:Ho:Sd:R:ADc:h", opts, NULL)) != -1) {
+	memset(&m, 0, sizeof(m));
+	while ((c = getopt_long(argc, argv, "t:r:J:Ho:Sd:R:ADc:X:M:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'X': sandbox = optarg; break;
+		case 'M': shim = optarg; break;
 		case 't': tools_path = optarg; break;
 		case 'r': relay_dir = optarg; break;
 		case 'J': journal = optarg; break;
@@ -328,6 +448,16 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "sandrun tools: unexpected argument '%s'\n", argv[optind]);
 		goto out;
 	}
+	if (sandbox && (!relay_dir || relay_dir[0] != '/' || http)) {
+		fprintf(stderr, "sandrun tools serve: --sandbox needs an absolute --relay-dir "
+			"(a path in the sandbox) and no --mcp-http\n");
+		goto out;
+	}
+	if (shim && !sandbox) {
+		fprintf(stderr, "sandrun tools serve: --shim is the shim's path in a "
+			"--sandbox\n");
+		goto out;
+	}
 	if (sr__tools_load(tools_path, &s->tools, err, sizeof(err)) != SR_OK) {
 		fprintf(stderr, "sandrun tools: %s\n", err);
 		rc = SR_EXIT_CONFIG;
@@ -346,9 +476,20 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		goto out;
 	}
 	rc = sr__cli_setup(&s->ctx, config_path);
+	m.sandbox = sandbox;
+	m.dir = relay_dir;
+	m.shim = shim;
 	if (rc == SR_EXIT_OK)
-		rc = run_serve(s, relay_dir, journal, http, sweep, ask_policy);
+		rc = run_serve(s, relay_dir, journal, http, sweep, ask_policy,
+			       sandbox ? &m : NULL);
+	if (s->bridge) { /* never started: nothing in flight */
+		sr__bridge_free(s->bridge);
+		s->bridge = NULL;
+		uv_run(s->ctx.loop, UV_RUN_NOWAIT);
+	}
 	sr__ctx_cleanup(&s->ctx);
+	free(m.mirror);
+	free(m.journal);
 out:
 	sr__tools_free(s->tools);
 	sr__guard_clear(&s->guard);
