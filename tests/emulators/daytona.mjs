@@ -163,6 +163,7 @@ function deleteSandbox(sb) {
   transition(sb, ['destroying'], () => {
     setState(sb, 'destroyed');
     fs.rmSync(sb.dir, { recursive: true, force: true });
+    fs.rmSync(path.join(STATE, 'sessions', sb.id), { recursive: true, force: true });
     sandboxes.delete(sb.id);
   });
 }
