@@ -149,7 +149,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	s->input = NULL;
 	uv_signal_stop(&s->sigterm);
 	uv_signal_stop(&s->sigint);
-	sr__bridge_free(s->bridge);
+	sr__bridge_free(s->bridge, NULL, NULL);
 	s->bridge = NULL;
 	sr__relay_free(s->relay);
 	s->relay = NULL;
@@ -483,7 +483,7 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		rc = run_serve(s, relay_dir, journal, http, sweep, ask_policy,
 			       sandbox ? &m : NULL);
 	if (s->bridge) { /* never started: nothing in flight */
-		sr__bridge_free(s->bridge);
+		sr__bridge_free(s->bridge, NULL, NULL);
 		s->bridge = NULL;
 		uv_run(s->ctx.loop, UV_RUN_NOWAIT);
 	}

@@ -34,7 +34,7 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", NULL
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -397,6 +397,13 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (rc->state_dir[0] != '/' || strchr(rc->state_dir, ':'))
 		return sr__config_invalid(c, "runner", "state_dir",
 			"an absolute directory");
+	v = sr__config_get(c, "runner", "relay_transport");
+	rc->relay_via_provider = 0;
+	if (v && strcmp(v, "provider") == 0)
+		rc->relay_via_provider = 1;
+	else if (v && strcmp(v, "auto") != 0)
+		return sr__config_invalid(c, "runner", "relay_transport",
+			"'auto' (the default) or 'provider'");
 	rc->id = sr__config_get(c, "runner", "id");
 	if (rc->id && !sr__runner_id_valid(rc->id))
 		return sr__config_invalid(c, "runner", "id",

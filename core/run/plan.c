@@ -206,10 +206,13 @@ int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n)
 		REFUSE("network_unenforceable",
 		       "provider '%s' cannot enforce a restricted network here",
 		       p->provider_name);
-	if (p->has_tools && (p->provider_caps & SR_CAP_REMOTE))
+	if (p->has_tools && (p->provider_caps & SR_CAP_REMOTE) &&
+	    !has_string(p->harness_tools, "mcp_stdio") &&
+	    !has_string(p->harness_tools, "relay_extension"))
 		REFUSE("tools_on_remote_provider",
-		       "platform tools are not yet proven on remote provider '%s'",
-		       p->provider_name);
+		       "harness '%s' takes platform tools only over HTTP from this host, which "
+		       "a sandbox of remote provider '%s' cannot reach",
+		       p->harness_name, p->provider_name);
 	if (p->has_tools && p->network != SR_NET_OPEN && p->enforcement_strict)
 		REFUSE("tools_bypass_network",
 		       "a restricted network with strict enforcement cannot have platform tools: "

@@ -30,6 +30,7 @@
 #include "core/plugins/provider.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
+#include "core/tools/relay_bridge.h"
 #include "core/host/status.h"
 
 static const char *const phase_names[] = {
@@ -170,6 +171,11 @@ static void store_pointer(sr__run *r, const char *state)
 	json_decref(rec);
 }
 
+static void on_bridge_closed(void *ud)
+{
+	(void)sr__run_landed(ud);
+}
+
 /* The agent is gone and nothing is due: the relay and loopback server
  * stop, the pointer is written after a clean turn, and the sandbox is
  * parked stopped (or destroyed when this run created it and failed). */
@@ -179,6 +185,12 @@ static void release_sandbox(sr__run *r)
 	int ok = r->exit_code == SR_RUN_EXIT_OK || r->exit_code == SR_RUN_EXIT_CANCELLED;
 	int rc;
 
+	if (r->bridge) {
+		/* Its provider operations answer before the run may end. */
+		r->inflight++;
+		sr__bridge_free(r->bridge, on_bridge_closed, r);
+		r->bridge = NULL;
+	}
 	if (r->relay) {
 		sr__relay_free(r->relay);
 		r->relay = NULL;
@@ -242,6 +254,8 @@ void sr__run_free(sr__run *r)
 	}
 	sr__run_stop_kill_timer(r);
 	sr__run_perms_free(r);
+	if (r->bridge)
+		sr__bridge_free(r->bridge, NULL, NULL);
 	if (r->relay)
 		sr__relay_free(r->relay);
 	if (r->mcp_http)

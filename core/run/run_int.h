@@ -52,6 +52,7 @@ struct sr__run {
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
+	struct sr__bridge *bridge; /* a sandbox reached through the provider */
 	sr__mcp_http *mcp_http;  /* the loopback server, when the harness asks */
 	char session[32];
 	int resumed;             /* a session record existed */
@@ -59,6 +60,13 @@ struct sr__run {
 	int turn;                /* completed turns before this one */
 	char *sandbox_id, *workspace, *home, *root;
 	char relay_dir[4096], specs[4096];
+	char shim_in_box[4200];  /* the shim uploaded to the sandbox, or "" */
+	/* run_remote.c's steps. */
+	void (*remote_done)(sr__run *r);
+	int remote_index, remote_mkdir;
+	char remote_what[4400];
+	char machine[257];
+	size_t machine_len;
 	json_t *files;           /* harness files still to write */
 	size_t file_index;
 	json_t *env;             /* the adapter's environment */
@@ -110,6 +118,10 @@ void sr__run_forget_lookups(sr__run *r);
 /* run_prepare.c */
 void sr__run_acquire(sr__run *r);
 json_t *sr__run_json(sr__run *r);
+
+/* run_remote.c: tools through the provider's operations; next(r) once
+ * the relay and its bridge run. */
+void sr__run_prepare_remote_tools(sr__run *r, void (*next)(sr__run *r));
 
 /* run_agent.c */
 void sr__run_start_agent(sr__run *r);

@@ -26,7 +26,8 @@ json_t *sr__run_json(sr__run *r)
 	if (r->o.model_url)
 		json_object_set_new(j, "model_url", json_string(r->o.model_url));
 	if (r->tools) {
-		json_object_set_new(j, "shim", json_string(r->o.shim_path));
+		json_object_set_new(j, "shim", json_string(r->shim_in_box[0] ? r->shim_in_box :
+							   r->o.shim_path));
 		json_object_set_new(j, "specs", json_string(r->specs));
 		json_object_set_new(j, "relay_dir", json_string(r->relay_dir));
 	}
@@ -315,24 +316,29 @@ static void on_prepared(void *ud, const sr_result *result)
 	write_next_file(r);
 }
 
-static void prepare(sr__run *r)
+static void prepare_harness(sr__run *r)
 {
 	json_t *rj;
 	int rc;
 
-	sr__run_enter(r, SR__RUN_PREPARING);
-	if (r->tools && !r->root) {
-		sr__run_fail(r, "tools_on_remote_provider",
-			     "provider '%s' gave no runner-side path for the sandbox: "
-			     "platform tools need one", r->provider->desc->name);
-		return;
-	}
-	if (r->tools && start_relay(r) != SR_OK)
-		return;
 	rj = sr__run_json(r);
 	rc = sr__harness_prepare(r->harness, sr__next_req(), rj, on_prepared, r);
 	json_decref(rj);
 	sr__run_started(r, rc, "prepare_failed", "the harness could not prepare the sandbox");
+}
+
+static void prepare(sr__run *r)
+{
+	sr__run_enter(r, SR__RUN_PREPARING);
+	/* A sandbox with no runner-side path (a remote one), or any with
+	 * [runner] relay_transport = provider: tools through the provider. */
+	if (r->tools && (!r->root || r->ctx->rc.relay_via_provider)) {
+		sr__run_prepare_remote_tools(r, prepare_harness);
+		return;
+	}
+	if (r->tools && start_relay(r) != SR_OK)
+		return;
+	prepare_harness(r);
 }
 
 static void on_sandbox(void *ud, const sr_result *res)

@@ -107,6 +107,8 @@ struct sr__bridge {
 	uint64_t last_heard, retry_at;
 	unsigned watch_failures;
 	item *items;
+	void (*closed)(void *ud);
+	void *closed_ud;
 	void (*sweep_done)(void *ud, int status, const char *message);
 	void *sweep_ud;
 	int sweep_status;
@@ -127,6 +129,9 @@ static void emit(sr__bridge *b, json_t *ev)
 
 static void really_free(sr__bridge *b)
 {
+	void (*closed)(void *) = b->closed;
+	void *closed_ud = b->closed_ud;
+
 	while (b->watchers) {
 		watcher *w = b->watchers;
 		b->watchers = w->next;
@@ -138,6 +143,8 @@ static void really_free(sr__bridge *b)
 	free(b->journal);
 	free(b->shim);
 	free(b);
+	if (closed)
+		closed(closed_ud);
 }
 
 static void hold(sr__bridge *b)
@@ -951,11 +958,34 @@ size_t sr__bridge_in_flight(const sr__bridge *b)
 	return n;
 }
 
-void sr__bridge_free(sr__bridge *b)
+static void on_deferred(uv_timer_t *t)
 {
-	if (!b)
+	sr__bridge *b = t->data;
+
+	uv_close((uv_handle_t *)t, free_handle);
+	release(b);
+}
+
+void sr__bridge_free(sr__bridge *b, void (*closed)(void *ud), void *ud)
+{
+	uv_timer_t *later;
+
+	if (!b) {
+		if (closed)
+			closed(ud);
 		return;
+	}
 	b->closing = 1;
+	b->closed = closed;
+	b->closed_ud = ud;
+	/* closed is never called from inside this call: the owner's release
+	 * goes through the loop once. */
+	if ((later = malloc(sizeof(*later)))) {
+		uv_timer_init(b->ctx->loop, later);
+		later->data = b;
+		hold(b);
+		uv_timer_start(later, on_deferred, 0, 0);
+	}
 	b->sweep_done = NULL;
 	if (b->watch) {
 		b->watch->dead = 1;

@@ -46,7 +46,9 @@ int sr__bridge_sweep(sr__bridge *b, void (*done)(void *ud, int status,
 /* Watch (and poll) the sandbox's directory and the local one. */
 int sr__bridge_start(sr__bridge *b);
 size_t sr__bridge_in_flight(const sr__bridge *b);
-/* Stop; operations in flight finish into nothing. Frees b later. */
-void sr__bridge_free(sr__bridge *b);
+/* Stop; operations in flight finish into nothing. Frees b once the last
+ * of them came back, then calls closed(ud) when it is not NULL (an owner
+ * that must not end before the provider answered, say). */
+void sr__bridge_free(sr__bridge *b, void (*closed)(void *ud), void *ud);
 
 #endif

@@ -80,6 +80,24 @@ if [ "${HTTP_TOOLS:-}" = yes ]; then
 	grep -q '"call_id":"h' "$T/ev4" && ok "as an in-process relay call" || fail "as an in-process relay call"
 fi
 
+# The relay through the provider's operations (as for a remote sandbox):
+# the shim uploaded, the relay directory in the sandbox, the bridge.
+printf '[%s,{"text":"bridged done"}]\n' "$(call echo '{"text":"through the bridge"}')" >"$T/script5.json"
+node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script5.json" \
+	--log "$T/model5.ndjson" >"$T/model5.out" 2>/dev/null &
+model5_pid=$!
+for _ in $(seq 100); do [ -s "$T/model5.out" ] && break; sleep 0.05; done
+url5=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model5.out")$MODEL_URL_SUFFIX
+calls=$(grep -c ' echo$' "$CB_LOG")
+SANDRUN_RUNNER_RELAY_TRANSPORT=provider expect "a turn with the relay through the provider" 0 \
+	$drive "$T/ev5" - - "$S" run --json --harness "$HARNESS" --tools "$T/tools.json" \
+	--model-url "$url5" "use the bridge"
+kill $model5_pid 2>/dev/null
+grep -E 'tool_result|function_call_output' "$T/model5.ndjson" | grep -q "through the bridge" &&
+	ok "the bridged tool's result reached the model" || fail "the bridged tool's result reached the model"
+test "$(grep -c ' echo$' "$CB_LOG")" -eq $((calls + 1)) && ok "it ran once" || fail "it ran once"
+grep_in "the shim's watch ran in the sandbox" "$T/ev5" '"relay.bridge.watch","state":"started"'
+
 # Ctrl-C while a platform tool runs.
 INTERRUPT_ON=tool.call expect "Ctrl-C during a tool call" 130 $drive "$T/ev3" - - "$S" run --json \
 	--session "$session" --tools "$T/tools.json" --model-url "$url" "be slow"
