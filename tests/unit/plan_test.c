@@ -47,6 +47,39 @@ Test(plan, an_mcp_server_that_launches_a_command_is_refused)
 			       "\"headers\":[]}]"), SR_OK, "%s", msg);
 }
 
+/* Platform tools on a remote provider: only through the shim. */
+static int check_remote_tools(const char *delivery)
+{
+	sr__plan p;
+	json_t *tools = json_pack("[s]", delivery);
+	int rc;
+
+	memset(&p, 0, sizeof(p));
+	p.prompt = "hi";
+	p.provider_name = "far";
+	p.provider_loaded = 1;
+	p.provider_caps = SR_CAP_REMOTE;
+	p.harness_name = "h";
+	p.harness_loaded = 1;
+	p.harness_enabled = 1;
+	p.harness_tools = tools;
+	p.has_tools = 1;
+	p.network = SR_NET_OPEN;
+	code = NULL;
+	rc = sr__plan_check(&p, &code, msg, sizeof(msg));
+	json_decref(tools);
+	return rc;
+}
+
+Test(plan, tools_on_a_remote_provider_need_the_shim)
+{
+	cr_assert_eq(check_remote_tools("mcp_stdio"), SR_OK, "%s", msg);
+	cr_assert_eq(check_remote_tools("relay_extension"), SR_OK, "%s", msg);
+	cr_assert_eq(check_remote_tools("mcp_http"), SR_EPERM);
+	cr_assert_str_eq(code, "tools_on_remote_provider");
+	cr_assert(strstr(msg, "only over HTTP from this host"), "%s", msg);
+}
+
 static struct addrinfo *addr(const char *text, struct sockaddr_storage *ss,
 			     struct addrinfo *ai, struct addrinfo *next)
 {
