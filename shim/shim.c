@@ -929,6 +929,8 @@ int main(int argc, char **argv)
 
 	relay_dir = getenv("SANDRUN_RELAY_DIR");
 	trace_fd = sr_timing_open();
+	/* For tests: the path taken where O_TMPFILE or /proc is missing. */
+	named_tmp = getenv("SANDRUN_SHIM_NAMED_TMP") != NULL;
 	if ((env = getenv("SANDRUN_SHIM_TIMEOUT_MS")))
 		timeout_ms = strtol(env, NULL, 10);
 	if ((env = getenv("SANDRUN_SHIM_PAGE_SIZE")) && atoi(env) > 0)
