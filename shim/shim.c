@@ -19,7 +19,6 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +53,7 @@ static const char *relay_dir;
 static long timeout_ms = DEFAULT_TIMEOUT_MS;
 static json_t *specs;        /* array of MCP tool objects */
 static size_t page_size = PAGE_SIZE_DEFAULT;
-static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
-static int inflight;
+static int inflight;          /* calls published and not yet answered */
 static int trace_fd = -1;    /* SANDRUN_TRACE_TIMING, see trace_timing.h */
 static uint64_t line_at;     /* when the line being handled was read, if tracing */
 
@@ -72,30 +69,37 @@ static inline void stamp(uint64_t *t, int stage)
 
 /* ------------------------------------------------------------- relay */
 
-/* The outcome of one relay call. */
-typedef struct outcome {
-	int code;       /* EXIT_* */
-	json_t *result; /* MCP result object for ok, NULL otherwise */
+/* One call in flight: published, waiting for its response. Every call
+ * waits in the one poll loop of the process (serve_loop), on one inotify
+ * watch of the relay directory, with its own deadline. */
+typedef struct call_job {
+	json_t *id;       /* the MCP request's id; NULL for "call" */
+	char rid[64];     /* the relay id */
+	int code;         /* EXIT_* */
+	json_t *result;   /* MCP result object for ok, NULL otherwise */
 	char message[512];
 	uint64_t t[ST_N]; /* timing stamps, when tracing */
-	int watch_fd;     /* the wait's inotify descriptor, or -1 */
+	long deadline;    /* now_ms() after which the call is withdrawn */
+	long looked;      /* when the response was last looked for */
+	int look;         /* an event may have named its response */
 	int collected;    /* the response file was opened: remove it */
-} outcome;
+	struct call_job *next;
+} call_job;
+
+static call_job *calls;    /* in flight, newest first */
+static int watch_fd = -1;  /* inotify on relay_dir (IN_MOVED_TO), or -1 */
+static int spare_fd = -1;  /* an anonymous file (O_TMPFILE) for the next request */
+static int named_tmp;      /* O_TMPFILE or /proc unusable: named temporaries */
 
 static void new_id(char *buf, size_t n)
 {
 	static unsigned long counter;
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	unsigned char r[8];
-	unsigned long c;
 
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		memset(r, 0, sizeof(r));
-	pthread_mutex_lock(&lock);
-	c = ++counter;
-	pthread_mutex_unlock(&lock);
 	snprintf(buf, n, "s%02x%02x%02x%02x%02x%02x%02x%02x-%ld-%lu", r[0], r[1],
-		 r[2], r[3], r[4], r[5], r[6], r[7], (long)getpid(), c);
+		 r[2], r[3], r[4], r[5], r[6], r[7], (long)getpid(), ++counter);
 }
 
 static int write_all(int fd, const char *p, size_t n)
@@ -112,57 +116,128 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Publish DIR/<id>.req: write a hidden temporary, then link it to its final
- * name (link never replaces: an id in use is an error), then drop the
- * temporary. */
+/* Open the anonymous file the next request is written into, ahead of the
+ * call: making an inode is the slowest step of a publication (tens of
+ * microseconds on ext4, far more when the disk is busy), and done here it
+ * is off the path of the call. */
+static void make_spare(void)
+{
+	if (spare_fd >= 0 || named_tmp)
+		return;
+	spare_fd = open(relay_dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (spare_fd < 0 && errno != EINTR && errno != EMFILE && errno != ENFILE &&
+	    errno != ENOSPC && errno != EDQUOT)
+		named_tmp = 1; /* no O_TMPFILE here: EOPNOTSUPP, EISDIR, EINVAL */
+}
+
+/* Publish text as final from the anonymous spare: write it, then give it
+ * its name with linkat() through /proc/self/fd (a link never replaces).
+ * 0, 1 to fall back to a named temporary (no usable spare or no /proc),
+ * or -1 with errno set. */
+static int publish_anonymous(const char *text, size_t len, const char *final)
+{
+	char proc[64];
+	int fd;
+
+	make_spare();
+	if (spare_fd < 0)
+		return 1;
+	fd = spare_fd;
+	spare_fd = -1;
+	if (write_all(fd, text, len) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) == 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == EACCES || errno == EPERM || errno == ENOTDIR) {
+		/* No /proc in this sandbox (or it hides our descriptors); a
+		 * missing relay directory says so again on the named path. */
+		close(fd);
+		named_tmp = 1;
+		return 1;
+	}
+	{
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return -1;
+}
+
+/* The fallback: write .<id>.req.tmp (O_EXCL), link it to final, drop it. */
+static int publish_named(const char *id, const char *text, size_t len,
+			 const char *final, char *err, size_t errlen)
+{
+	char tmp[4096];
+	int fd, rc = -1;
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.req.tmp", relay_dir, id);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot write in relay directory %s: %s",
+			 relay_dir, strerror(errno));
+		return -1;
+	}
+	if (write_all(fd, text, len) != 0)
+		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+	else if (link(tmp, final) != 0)
+		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));
+	else
+		rc = 0;
+	close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+/* Publish DIR/<id>.req so that it appears whole or not at all, and never
+ * replaces anything: an anonymous file linked to its name, or where that
+ * cannot be done, a hidden temporary linked to it. */
 static int publish_request(const char *id, const char *tool, json_t *args,
 			   uint64_t *t, char *err, size_t errlen)
 {
-	char tmp[4096], final[4096];
+	char final[4096];
 	json_t *req = json_pack("{s:i, s:s, s:s, s:O}", "v", SR_RELAY_VERSION,
 				"id", id, "tool", tool, "args", args);
 	char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	int fd, rc = -1;
+	size_t len;
+	int rc;
 
 	json_decref(req);
 	if (!text) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (strlen(text) > SR_RELAY_REQ_MAX) {
+	len = strlen(text);
+	if (len > SR_RELAY_REQ_MAX) {
 		snprintf(err, errlen, "request is %zu bytes, over the relay's limit of %u",
-			 strlen(text), SR_RELAY_REQ_MAX);
+			 len, SR_RELAY_REQ_MAX);
 		free(text);
 		return -1;
 	}
-	snprintf(tmp, sizeof(tmp), "%s/.%s.req.tmp", relay_dir, id);
 	snprintf(final, sizeof(final), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, id);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot write in relay directory %s: %s",
-			 relay_dir, strerror(errno));
-		free(text);
-		return -1;
-	}
-	if (write_all(fd, text, strlen(text)) != 0) {
-		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-	} else if (link(tmp, final) != 0) {
+	rc = publish_anonymous(text, len, final);
+	if (rc < 0)
 		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));
-	} else {
+	else if (rc > 0)
+		rc = publish_named(id, text, len, final, err, errlen);
+	if (rc == 0)
 		stamp(t, ST_PUBLISHED); /* the runner can see it from here on */
-		rc = 0;
-	}
-	close(fd);
-	unlink(tmp);
 	free(text);
 	return rc;
 }
 
 /* Read DIR/<id>.res if it is there. 1: read, 0: not yet, -1: unusable
- * (reported in o). The file is removed later, by relay_release(), so that
- * the answer goes out first. */
-static int take_response(const char *id, outcome *o)
+ * (reported in job). The file is removed later, by relay_release(), so
+ * that the answer goes out first. */
+static int take_response(call_job *job)
 {
+	const char *id = job->rid;
 	char path[4096];
 	struct stat st;
 	json_error_t jerr;
@@ -176,12 +251,12 @@ static int take_response(const char *id, outcome *o)
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	o->collected = 1;
+	job->collected = 1;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > SR_RELAY_RES_MAX) {
 		close(fd);
-		snprintf(o->message, sizeof(o->message), "relay response for %s is unusable", id);
-		o->code = EXIT_RELAY;
+		snprintf(job->message, sizeof(job->message), "relay response for %s is unusable", id);
+		job->code = EXIT_RELAY;
 		return -1;
 	}
 	buf = malloc((size_t)st.st_size + 1);
@@ -189,8 +264,8 @@ static int take_response(const char *id, outcome *o)
 	close(fd);
 	if (n != st.st_size) {
 		free(buf);
-		snprintf(o->message, sizeof(o->message), "cannot read the relay response for %s", id);
-		o->code = EXIT_RELAY;
+		snprintf(job->message, sizeof(job->message), "cannot read the relay response for %s", id);
+		job->code = EXIT_RELAY;
 		return -1;
 	}
 	res = json_loadb(buf, (size_t)n, 0, &jerr);
@@ -199,23 +274,23 @@ static int take_response(const char *id, outcome *o)
 	rid = json_string_value(json_object_get(res, "id"));
 	if (!status || !rid || strcmp(rid, id) != 0) {
 		json_decref(res);
-		snprintf(o->message, sizeof(o->message), "malformed relay response for %s", id);
-		o->code = EXIT_RELAY;
+		snprintf(job->message, sizeof(job->message), "malformed relay response for %s", id);
+		job->code = EXIT_RELAY;
 		return -1;
 	}
 	if (strcmp(status, "ok") == 0 && json_is_object(json_object_get(res, "result"))) {
-		o->result = json_incref(json_object_get(res, "result"));
-		o->code = json_is_true(json_object_get(o->result, "isError")) ?
-				  EXIT_TOOL_ERROR : EXIT_OK;
+		job->result = json_incref(json_object_get(res, "result"));
+		job->code = json_is_true(json_object_get(job->result, "isError")) ?
+				    EXIT_TOOL_ERROR : EXIT_OK;
 	} else if (strcmp(status, "paused") == 0) {
 		const char *m = json_string_value(json_object_get(res, "message"));
-		snprintf(o->message, sizeof(o->message), "%s",
+		snprintf(job->message, sizeof(job->message), "%s",
 			 m ? m : "the call was handed to the user; its result will come later");
-		o->code = EXIT_PAUSED;
+		job->code = EXIT_PAUSED;
 	} else {
 		const char *m = json_string_value(json_object_get(res, "error"));
-		snprintf(o->message, sizeof(o->message), "%s", m ? m : "the tool call failed");
-		o->code = EXIT_TOOL_ERROR;
+		snprintf(job->message, sizeof(job->message), "%s", m ? m : "the tool call failed");
+		job->code = EXIT_TOOL_ERROR;
 	}
 	json_decref(res);
 	return 1;
@@ -229,105 +304,128 @@ static long now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-/* Whether the inotify events in buf (n bytes) may mean that the response
- * named name is there: one names it, or events were lost. */
-static int names_response(const char *buf, ssize_t n, const char *name)
+/* The one watch of the process: inotify on the relay directory, made
+ * before the first request is published, so that no publication of a
+ * response can fall between a look and a wait. The runner publishes by
+ * rename(), so only IN_MOVED_TO is watched: its other work in the
+ * directory does not wake the shim. Without inotify every call is looked
+ * for every 500 ms. */
+static void open_watch(void)
 {
-	ssize_t off = 0;
+	watch_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (watch_fd >= 0 && inotify_add_watch(watch_fd, relay_dir, IN_MOVED_TO) < 0) {
+		close(watch_fd);
+		watch_fd = -1;
+	}
+}
 
-	while (off + (ssize_t)sizeof(struct inotify_event) <= n) {
-		const struct inotify_event *ev = (const void *)(buf + off);
-		if ((ev->mask & IN_Q_OVERFLOW) || (ev->len && strcmp(ev->name, name) == 0))
+static call_job *find_call(const char *name, size_t len)
+{
+	for (call_job *j = calls; j; j = j->next)
+		if (strlen(j->rid) == len && memcmp(j->rid, name, len) == 0)
+			return j;
+	return NULL;
+}
+
+/* Mark the calls whose response the pending inotify events name (all of
+ * them when events were lost). */
+static void read_events(void)
+{
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	while ((n = read(watch_fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *ev = (const void *)(buf + off);
+			size_t len = ev->len ? sr_relay_id_of(ev->name, SR_RELAY_RES_SUFFIX) : 0;
+			call_job *j;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				for (j = calls; j; j = j->next)
+					j->look = 1;
+			} else if (len && (j = find_call(ev->name, len))) {
+				j->look = 1;
+			}
+			off += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	}
+}
+
+/* The call's deadline passed: withdraw the request if the runner has not
+ * taken it yet. */
+static void time_out(call_job *job)
+{
+	char req[4096];
+
+	snprintf(req, sizeof(req), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, job->rid);
+	if (unlink(req) == 0)
+		snprintf(job->message, sizeof(job->message),
+			 "no runner picked up the call within %ld ms (withdrawn)", timeout_ms);
+	else
+		snprintf(job->message, sizeof(job->message),
+			 "the runner did not answer within %ld ms", timeout_ms);
+	job->code = EXIT_TIMEOUT;
+}
+
+/* Whether the call is over (answered or timed out), looking for its
+ * response if an event named it or the safety net's 500 ms are up. */
+static int call_over(call_job *job, long now)
+{
+	if (job->look || now - job->looked >= 500) {
+		job->look = 0;
+		job->looked = now;
+		if (take_response(job) != 0) {
+			stamp(job->t, ST_SEEN);
 			return 1;
-		off += (ssize_t)sizeof(*ev) + ev->len;
+		}
+	}
+	if (now >= job->deadline) {
+		time_out(job);
+		return 1;
 	}
 	return 0;
 }
 
-/* Wait for the answer: inotify on the directory, with a look every 500 ms
- * as a safety net. The watch is added before the first look, so no
- * publication can fall between the look and the wait. The runner
- * publishes by rename(), so only IN_MOVED_TO is watched, and the file is
- * looked for only when an event names it: the runner's other work in the
- * directory (taking requests, writing temporaries) wakes this thread once
- * at most, and never makes it open anything. The watch stays open until
- * relay_release(): closing an inotify descriptor can wait for the kernel
- * (an SRCU grace period), which the answer need not. */
-static void await_response(const char *id, outcome *o)
+/* Milliseconds until some call needs looking at, or -1 for none. */
+static int next_wake(long now)
 {
-	char evbuf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	char name[SR_RELAY_ID_MAX + sizeof(SR_RELAY_RES_SUFFIX) + 1];
-	long deadline = now_ms() + timeout_ms, looked = 0;
-	int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK), look = 1;
+	long soonest = -1;
 
-	snprintf(name, sizeof(name), "%s" SR_RELAY_RES_SUFFIX, id);
-	o->watch_fd = ifd;
-	if (ifd >= 0 && inotify_add_watch(ifd, relay_dir, IN_MOVED_TO) < 0) {
-		close(ifd);
-		o->watch_fd = ifd = -1;
+	for (call_job *j = calls; j; j = j->next) {
+		long at = j->looked + 500 < j->deadline ? j->looked + 500 : j->deadline;
+		long in = at > now ? at - now : 0;
+		if (soonest < 0 || in < soonest)
+			soonest = in;
 	}
-	for (;;) {
-		struct pollfd pfd = { ifd, POLLIN, 0 };
-		long now = now_ms(), left = deadline - now;
-		ssize_t n;
-		if (look || now - looked >= 500) {
-			looked = now;
-			if (take_response(id, o) != 0) {
-				stamp(o->t, ST_SEEN);
-				break;
-			}
-		}
-		if (left <= 0) {
-			char req[4096];
-			snprintf(req, sizeof(req), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, id);
-			/* Withdraw it if the runner has not claimed it yet. */
-			if (unlink(req) == 0)
-				snprintf(o->message, sizeof(o->message),
-					 "no runner picked up the call within %ld ms (withdrawn)",
-					 timeout_ms);
-			else
-				snprintf(o->message, sizeof(o->message),
-					 "the runner did not answer within %ld ms", timeout_ms);
-			o->code = EXIT_TIMEOUT;
-			break;
-		}
-		look = poll(&pfd, ifd >= 0 ? 1 : 0, left < 500 ? (int)left : 500) <= 0;
-		while (ifd >= 0 && (n = read(ifd, evbuf, sizeof(evbuf))) > 0)
-			look |= names_response(evbuf, n, name);
-	}
+	return (int)soonest;
 }
 
-/* Publish the request of a call (o->t[ST_RECEIVED] is the caller's; the
- * rest of o is set here). 0, or -1 with o->code and o->message set. */
-static int relay_publish(const char *tool, json_t *args, char *id, size_t idlen,
-			 outcome *o)
+/* Publish the request of job (job->t[ST_RECEIVED] is the caller's). 0, or
+ * -1 with job->code and job->message set. */
+static int relay_publish(call_job *job, const char *tool, json_t *args)
 {
-	uint64_t received = o->t[ST_RECEIVED];
+	long now = now_ms();
 
-	memset(o, 0, sizeof(*o));
-	o->t[ST_RECEIVED] = received;
-	o->watch_fd = -1;
-	new_id(id, idlen);
-	if (publish_request(id, tool, args, o->t, o->message, sizeof(o->message)) != 0) {
-		o->code = EXIT_RELAY;
+	new_id(job->rid, sizeof(job->rid));
+	job->looked = now;
+	job->deadline = now + timeout_ms;
+	if (publish_request(job->rid, tool, args, job->t, job->message,
+			    sizeof(job->message)) != 0) {
+		job->code = EXIT_RELAY;
 		return -1;
 	}
 	return 0;
 }
 
-/* After the answer went out: remove the response file, close the watch. */
-static void relay_release(const char *id, outcome *o)
+/* After the answer went out: remove the response file. */
+static void relay_release(call_job *job)
 {
 	char path[4096];
 
-	if (o->collected) {
-		snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, id);
+	if (job->collected) {
+		snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, job->rid);
 		unlink(path);
-		o->collected = 0;
+		job->collected = 0;
 	}
-	if (o->watch_fd >= 0)
-		close(o->watch_fd);
-	o->watch_fd = -1;
 }
 
 /* ------------------------------------------------------------- specs */
@@ -397,11 +495,9 @@ static void send_json(json_t *msg)
 
 	if (!text)
 		return;
-	pthread_mutex_lock(&out_lock);
 	fputs(text, stdout);
 	fputc('\n', stdout);
 	fflush(stdout);
-	pthread_mutex_unlock(&out_lock);
 	free(text);
 }
 
@@ -431,64 +527,39 @@ static void on_tools_list(json_t *id, json_t *params)
 		send_error(id, SR_MCP_INVALID_PARAMS, "invalid cursor");
 }
 
-typedef struct call_job {
-	json_t *id;
-	char *tool;
-	json_t *args;
-	char rid[64]; /* the relay id */
-	outcome o;
-} call_job;
-
-/* Free a job and count it out of the calls in flight. */
-static void job_done(call_job *job)
+/* Free a job (not in the list of calls). */
+static void job_free(call_job *job)
 {
 	json_decref(job->id);
-	json_decref(job->args);
-	free(job->tool);
+	json_decref(job->result);
 	free(job);
-	pthread_mutex_lock(&count_lock);
-	inflight--;
-	pthread_mutex_unlock(&count_lock);
 }
 
-/* Answer a call from its outcome, then clean up after it. */
+/* Answer a call, then clean up after it. */
 static void answer_call(call_job *job)
 {
-	outcome *o = &job->o;
-
-	if (o->result) {
-		send_result(job->id, o->result);
-	} else if (o->code == EXIT_PAUSED) {
-		send_result(job->id, sr_mcp_text_result(o->message, 0));
-	} else {
-		send_result(job->id, sr_mcp_text_result(o->message, 1));
-	}
+	if (job->result)
+		send_result(job->id, json_incref(job->result));
+	else if (job->code == EXIT_PAUSED)
+		send_result(job->id, sr_mcp_text_result(job->message, 0));
+	else
+		send_result(job->id, sr_mcp_text_result(job->message, 1));
 	if (trace_fd >= 0) {
-		stamp(o->t, ST_ANSWERED);
-		sr_timing_write(trace_fd, "shim", job->rid, stage_names, o->t, ST_N);
+		stamp(job->t, ST_ANSWERED);
+		sr_timing_write(trace_fd, "shim", job->rid, stage_names, job->t, ST_N);
 	}
-	relay_release(job->rid, o);
-	job_done(job);
-}
-
-/* The wait for one published request. */
-static void *call_thread(void *arg)
-{
-	call_job *job = arg;
-
-	await_response(job->rid, &job->o);
-	answer_call(job);
-	return NULL;
+	relay_release(job);
+	job_free(job);
 }
 
 static void on_tools_call(json_t *id, json_t *params)
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 	json_t *args = json_object_get(params, "arguments");
-	pthread_attr_t attr;
-	pthread_t th;
 	call_job *job;
+	json_t *owned;
 	char msg[300];
+	int rc;
 
 	if (!name) {
 		send_error(id, -32602, "tools/call needs a tool name");
@@ -503,32 +574,28 @@ static void on_tools_call(json_t *id, json_t *params)
 		send_error(id, -32602, "tools/call arguments must be an object");
 		return;
 	}
-	pthread_mutex_lock(&count_lock);
 	if (inflight >= MAX_INFLIGHT) {
-		pthread_mutex_unlock(&count_lock);
 		send_error(id, -32603, "too many tool calls in flight");
 		return;
 	}
-	inflight++;
-	pthread_mutex_unlock(&count_lock);
 	job = calloc(1, sizeof(*job));
+	if (!job) {
+		send_error(id, -32603, "out of memory");
+		return;
+	}
 	job->id = json_incref(id);
-	job->tool = strdup(name);
-	job->args = json_is_object(args) ? json_incref(args) : json_object();
-	job->o.t[ST_RECEIVED] = line_at;
-	/* Published here, before a thread is started for the wait: the
-	 * runner gets to work while the thread starts. */
-	if (relay_publish(job->tool, job->args, job->rid, sizeof(job->rid), &job->o) != 0) {
+	job->t[ST_RECEIVED] = line_at;
+	owned = json_is_object(args) ? json_incref(args) : json_object();
+	rc = relay_publish(job, name, owned);
+	json_decref(owned);
+	if (rc != 0) {
 		answer_call(job);
 		return;
 	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, (size_t)256 * 1024);
-	/* The request is out, so it is answered even without a thread. */
-	if (pthread_create(&th, &attr, call_thread, job) != 0)
-		call_thread(job);
-	pthread_attr_destroy(&attr);
+	/* Waited for in serve_loop(), with the other calls in flight. */
+	job->next = calls;
+	calls = job;
+	inflight++;
 }
 
 static void handle_message(const char *line, size_t len)
@@ -582,37 +649,137 @@ static void handle_message(const char *line, size_t len)
 	json_decref(msg);
 }
 
-static int serve_mcp(void)
+/* Answer every call that is over, looking for the responses that events
+ * named and the ones whose safety-net look or deadline is due. */
+static void finish_calls(void (*answer)(call_job *))
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	long now = now_ms();
 
-	while ((n = getline(&line, &cap, stdin)) >= 0) {
-		if (trace_fd >= 0)
-			line_at = sr_timing_now();
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			line[--n] = 0;
-		if (n == 0)
-			continue;
-		if ((size_t)n > MAX_LINE) {
-			send_error(NULL, -32600, "message too large");
+	for (call_job **pp = &calls; *pp;) {
+		call_job *j = *pp;
+		if (!call_over(j, now)) {
+			pp = &j->next;
 			continue;
 		}
-		handle_message(line, (size_t)n);
+		*pp = j->next;
+		inflight--;
+		answer(j);
 	}
-	free(line);
-	/* The client closed stdin: finish the calls in flight so that their
-	 * answers are written (each is bounded by the call timeout). */
-	for (;;) {
-		int left;
-		pthread_mutex_lock(&count_lock);
-		left = inflight;
-		pthread_mutex_unlock(&count_lock);
-		if (left == 0)
+}
+
+/* Standard input: complete lines are handled as they arrive. A line longer
+ * than MAX_LINE is answered with an error and skipped, never held whole. */
+typedef struct line_buf {
+	char *data;
+	size_t len, cap;
+	int skipping; /* inside a line over MAX_LINE: drop up to its end */
+	int eof;
+} line_buf;
+
+static void handle_line(char *line, size_t n)
+{
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = 0;
+	if (n > 0)
+		handle_message(line, n);
+}
+
+/* Read what stdin has, handle the complete lines in it. */
+static void read_input(line_buf *in)
+{
+	size_t start = 0;
+	ssize_t n;
+	char *nl;
+
+	if (in->cap - in->len < 65536) {
+		size_t cap = in->cap ? in->cap * 2 : 65536 * 2;
+		char *g = realloc(in->data, cap);
+		if (!g) {
+			/* Without memory, drop what is buffered, as one bad line. */
+			send_error(NULL, -32603, "out of memory");
+			in->len = 0;
+			in->skipping = 1;
+			return;
+		}
+		in->data = g;
+		in->cap = cap;
+	}
+	n = read(0, in->data + in->len, in->cap - in->len - 1);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		in->eof = 1;
+		if (in->len && !in->skipping) {
+			in->data[in->len] = 0;
+			handle_line(in->data, in->len);
+		}
+		in->len = 0;
+		return;
+	}
+	if (trace_fd >= 0)
+		line_at = sr_timing_now();
+	in->len += (size_t)n;
+	while ((nl = memchr(in->data + start, '\n', in->len - start))) {
+		size_t end = (size_t)(nl - in->data);
+		*nl = 0;
+		if (!in->skipping)
+			handle_line(in->data + start, end - start);
+		in->skipping = 0;
+		start = end + 1;
+	}
+	memmove(in->data, in->data + start, in->len - start);
+	in->len -= start;
+	if (in->len > MAX_LINE) {
+		if (!in->skipping)
+			send_error(NULL, -32600, "message too large");
+		in->skipping = 1;
+		in->len = 0;
+	}
+}
+
+/* The shim's one loop: standard input (unless in is NULL), the watch,
+ * and the deadlines of the calls in flight. Returns when the input is
+ * over and no call is left. The spare file of the next request is made
+ * when nothing else is waiting, so that it costs no call any time. */
+static void serve_loop(line_buf *in, void (*answer)(call_job *))
+{
+	while ((in && !in->eof) || calls) {
+		struct pollfd pfd[2];
+		int n = 0, in_at = -1, watch_at = -1, ready;
+
+		if (in && !in->eof) {
+			pfd[n] = (struct pollfd){ 0, POLLIN, 0 };
+			in_at = n++;
+		}
+		if (watch_fd >= 0 && calls) {
+			pfd[n] = (struct pollfd){ watch_fd, POLLIN, 0 };
+			watch_at = n++;
+		}
+		ready = poll(pfd, (nfds_t)n, 0);
+		if (ready == 0) {
+			make_spare();
+			ready = poll(pfd, (nfds_t)n, next_wake(now_ms()));
+		}
+		if (ready < 0 && errno != EINTR)
 			break;
-		usleep(5000);
+		if (ready > 0 && watch_at >= 0 && pfd[watch_at].revents)
+			read_events();
+		if (calls)
+			finish_calls(answer);
+		if (ready > 0 && in_at >= 0 && pfd[in_at].revents)
+			read_input(in);
 	}
+}
+
+static int serve_mcp(void)
+{
+	line_buf in = { 0 };
+
+	open_watch();
+	/* After the input ends, the calls in flight are still answered
+	 * (each is bounded by the call timeout). */
+	serve_loop(&in, answer_call);
+	free(in.data);
 	return 0;
 }
 
@@ -662,12 +829,21 @@ static int print_result(json_t *result)
 	return 0;
 }
 
+/* "call" keeps the outcome of its one call here. */
+static call_job *call_outcome;
+
+static void keep_outcome(call_job *job)
+{
+	call_outcome = job;
+}
+
 static int run_call(const char *tool, const char *args_text)
 {
 	json_error_t err;
-	char *owned = NULL, id[64];
+	char *owned = NULL;
 	json_t *args;
-	outcome o = { 0 };
+	call_job *job;
+	int code;
 
 	if (!sr_relay_valid_id(tool, strlen(tool)) && strlen(tool) > 0) {
 		/* Tool names follow the same alphabet as ids. */
@@ -690,18 +866,29 @@ static int run_call(const char *tool, const char *args_text)
 		json_decref(args);
 		return EXIT_USAGE;
 	}
-	if (relay_publish(tool, args, id, sizeof(id), &o) == 0)
-		await_response(id, &o);
+	job = calloc(1, sizeof(*job));
+	if (!job) {
+		json_decref(args);
+		fprintf(stderr, "sandrun-shim: out of memory\n");
+		return EXIT_RELAY;
+	}
+	open_watch();
+	if (relay_publish(job, tool, args) == 0) {
+		calls = job;
+		serve_loop(NULL, keep_outcome);
+		job = call_outcome;
+	}
 	json_decref(args);
-	if (o.result) {
-		print_result(o.result);
-		json_decref(o.result);
+	if (job->result) {
+		print_result(job->result);
 	} else {
-		fprintf(stderr, "sandrun-shim: %s: %s\n", tool, o.message);
+		fprintf(stderr, "sandrun-shim: %s: %s\n", tool, job->message);
 	}
 	fflush(stdout);
-	relay_release(id, &o);
-	return o.code;
+	relay_release(job);
+	code = job->code;
+	job_free(job);
+	return code;
 }
 
 /* -------------------------------------------------------------- main */
@@ -747,6 +934,8 @@ int main(int argc, char **argv)
 
 	relay_dir = getenv("SANDRUN_RELAY_DIR");
 	trace_fd = sr_timing_open();
+	/* For tests: the path taken where O_TMPFILE or /proc is missing. */
+	named_tmp = getenv("SANDRUN_SHIM_NAMED_TMP") != NULL;
 	if ((env = getenv("SANDRUN_SHIM_TIMEOUT_MS")))
 		timeout_ms = strtol(env, NULL, 10);
 	if ((env = getenv("SANDRUN_SHIM_PAGE_SIZE")) && atoi(env) > 0)

@@ -29,15 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		handle_message(line, strlen(line));
 	free(buf);
-	/* Let call threads finish before the next input. */
-	for (int i = 0; i < 2000; i++) {
-		int left;
-		pthread_mutex_lock(&count_lock);
-		left = inflight;
-		pthread_mutex_unlock(&count_lock);
-		if (!left)
-			break;
-		usleep(100);
-	}
+	/* A call that was published (it cannot be: the relay directory does
+	 * not exist) would wait in serve_loop(); none is left behind. */
 	return 0;
 }

@@ -26,6 +26,18 @@ SANDRUN_SHIM_TIMEOUT_MS=300 expect "no runner: timeout exits 3" 3 "$SHIM" call -
 grep_in "withdrawn" "$T/err" "withdrawn"
 test -z "$(ls -A "$T/dead")" && ok "timed-out request withdrawn" || fail "timed-out request withdrawn"
 
+SANDRUN_SHIM_NAMED_TMP=1 expect "call ok through a named temporary (no O_TMPFILE)" 0 \
+	"$SHIM" call --relay-dir "$RELAY" echo '{"text":"named"}'
+grep_in "named temporary: the text" "$T/out" "^named$"
+mkdir "$T/dead2"
+printf '%s\n' \
+ '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"noop","arguments":{}}}' \
+ '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"noop","arguments":{}}}' |
+	SANDRUN_SHIM_TIMEOUT_MS=300 "$SHIM" mcp --specs "$T/specs.json" --relay-dir "$T/dead2" >"$T/dead2.out"
+test "$(grep -c withdrawn "$T/dead2.out")" -eq 2 && ok "mcp: two calls in flight both withdrawn at their deadline" ||
+	fail "mcp: two calls in flight both withdrawn ($(cat "$T/dead2.out"))"
+test -z "$(ls -A "$T/dead2")" && ok "mcp: withdrawn requests leave nothing" || fail "mcp: withdrawn requests leave nothing"
+
 # MCP over stdio
 mcp() { "$SHIM" mcp --specs "$T/specs.json" --relay-dir "$RELAY" >"$T/mcp.out" 2>"$T/mcp.err"; }
 line() { grep -F "\"id\":$1," "$T/mcp.out"; }
@@ -79,4 +91,14 @@ line 3 | grep -q -- '-32602' && ok "invalid cursor -32602" || fail "invalid curs
 first=$(head -n 1 "$T/mcp.out" | sed 's/.*"id":\([0-9]*\).*/\1/')
 last=$(tail -n 1 "$T/mcp.out" | sed 's/.*"id":\([0-9]*\).*/\1/')
 [ "$first" != 1 ] && [ "$last" = 1 ] && ok "slow call answered last" || fail "slow call answered last (order: $(cut -c1-40 "$T/mcp.out" | tr '\n' ' '))"
+
+# a call that times out while others are in flight: each has its own deadline
+{ echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1500}}}'
+  for i in 2 3 4 5; do
+	echo "{\"jsonrpc\":\"2.0\",\"id\":$i,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"e$i\"}}}"
+  done; } | SANDRUN_SHIM_TIMEOUT_MS=700 mcp
+line 1 | grep -q 'did not answer within 700 ms' && ok "slow call timed out (taken, not withdrawn)" ||
+	fail "slow call timed out ($(line 1))"
+n=0; for i in 2 3 4 5; do line $i | grep -q "\"text\":\"e$i\"" && n=$((n + 1)); done
+[ "$n" = 4 ] && ok "calls in flight beside it answered" || fail "calls in flight beside it answered ($n of 4)"
 finish
