@@ -34,7 +34,8 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport", NULL
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport",
+	"remote_harness_dir", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -404,6 +405,12 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (v && strcmp(v, "auto") != 0)
 		return sr__config_invalid(c, "runner", "relay_transport",
 			"'auto' (the default) or 'provider'");
+	rc->remote_harness_dir = sr__config_get(c, "runner", "remote_harness_dir");
+	if (!rc->remote_harness_dir)
+		rc->remote_harness_dir = "/opt/sandrun/harness";
+	else if (rc->remote_harness_dir[0] != '/' || strpbrk(rc->remote_harness_dir, ": \t"))
+		return sr__config_invalid(c, "runner", "remote_harness_dir",
+			"an absolute directory (in a remote sandbox)");
 	rc->id = sr__config_get(c, "runner", "id");
 	if (rc->id && !sr__runner_id_valid(rc->id))
 		return sr__config_invalid(c, "runner", "id",

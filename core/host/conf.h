@@ -55,6 +55,7 @@ typedef struct sr__runner_conf {
 	unsigned callback_concurrency; /* tool callbacks at once per host:port */
 	const char *id;         /* NULL: made once, kept in STATE_DIR/runner-id */
 	int relay_via_provider; /* relay_transport = provider */
+	const char *remote_harness_dir; /* adapters in a remote sandbox */
 } sr__runner_conf;
 
 /* Whether id can name a runner: 1 to 40 of [a-z0-9_-]. */

@@ -430,6 +430,27 @@ static json_t *host_paths(sr__run *r)
 	return paths;
 }
 
+/* The adapter's command in the sandbox: as described, or, in a remote
+ * sandbox, with the harness's install directory (on the runner's host)
+ * replaced by [runner] remote_harness_dir/NAME (the image's layout, see
+ * sandrun image-recipe). NULL when out of memory. */
+static char *command_in_sandbox(sr__run *r, const char *cmd)
+{
+	const char *dir = json_string_value(json_object_get(r->desc, "install_dir"));
+	size_t n = dir ? strlen(dir) : 0;
+	char *out;
+
+	if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE) || !n ||
+	    strncmp(cmd, dir, n) != 0 || cmd[n] != '/')
+		return strdup(cmd);
+	out = malloc(strlen(r->ctx->rc.remote_harness_dir) + strlen(r->harness->desc->name) +
+		     strlen(cmd + n) + 2);
+	if (out)
+		sprintf(out, "%s/%s%s", r->ctx->rc.remote_harness_dir, r->harness->desc->name,
+			cmd + n);
+	return out;
+}
+
 void sr__run_start_agent(sr__run *r)
 {
 	static const sr__acp_handlers h = { acp_write, on_agent_request,
@@ -445,6 +466,7 @@ void sr__run_start_agent(sr__run *r)
 			      hp, json_array_size(paths) };
 	size_t i;
 	json_t *v;
+	char *cmd0 = NULL;
 	int rc;
 
 	sr__run_enter(r, SR__RUN_STARTING);
@@ -458,6 +480,16 @@ void sr__run_start_agent(sr__run *r)
 	}
 	json_array_foreach(cmd, i, v)
 		argv[i] = json_string_value(v);
+	if (argv[0] && !(cmd0 = command_in_sandbox(r, argv[0]))) {
+		free(argv);
+		free(env);
+		free(hp);
+		json_decref(paths);
+		sr__run_fail(r, "agent_not_started", "cannot start the agent: out of memory");
+		return;
+	}
+	if (cmd0)
+		argv[0] = cmd0;
 	json_array_foreach(paths, i, v)
 		hp[i] = json_string_value(v);
 	json_array_foreach(r->env, i, v) {
@@ -478,12 +510,14 @@ void sr__run_start_agent(sr__run *r)
 	if (rc != SR_OK) {
 		sr__run_fail(r, "agent_not_started",
 			     "cannot start the agent '%s': %s (is it installed? run "
-			     "'sandrun install-harness %s')",
-			     json_string_value(json_array_get(cmd, 0)) ?
-				     json_string_value(json_array_get(cmd, 0)) : "",
-			     sr__strerror(rc), r->harness->desc->name);
+			     "'sandrun install-harness %s'%s)",
+			     cmd0 ? cmd0 : "", sr__strerror(rc), r->harness->desc->name,
+			     sr__provider_capabilities(r->provider) & SR_CAP_REMOTE ?
+				     ", or, for a remote sandbox, see 'sandrun image-recipe'" : "");
+		free(cmd0);
 		return;
 	}
+	free(cmd0);
 	r->agent = 1;
 	r->inflight++; /* its exit lands */
 	sr__run_emit(r, json_pack("{s:s, s:s}", "type", "agent.starting", "harness",
