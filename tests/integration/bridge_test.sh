@@ -30,8 +30,11 @@ serve() {
 	grep -q relay.ready "$T/ev.$n" && ok "serve $n is ready" ||
 		{ fail "serve $n is ready"; cat "$T/err.$n"; }
 }
+# The shim the agent would run, in the sandbox (a confined sandbox sees
+# none of the build tree).
+cp "$SHIM" "$H/sandrun-shim"
 call() { # call TOOL ARGS: the shim, inside the sandbox
-	"$S" sandbox exec "$ID" -- "$SHIM" call --relay-dir "$D" --timeout-ms 20000 "$@"
+	"$S" sandbox exec "$ID" -- "$H/sandrun-shim" call --relay-dir "$D" --timeout-ms 20000 "$@"
 }
 stop() { kill "$SV"; wait "$SV" 2>/dev/null; SV=; }
 
