@@ -152,28 +152,39 @@ void dy__headers(const dy *d, sr_pair *h, size_t *n, const char *ctype)
 
 /* Where a path lands in the sandbox: relative ones under the workspace.
  * The caller frees the result. */
-char *dy__path_in_box(const dy *d, const char *path)
+char *dy__path_in_box(dy *d, const char *id, const char *path)
 {
+	dy_box *b = dy__box(d, id);
+	const char *ws = b && b->workspace ? b->workspace : d->workspace;
 	char *out;
 
-	if (!path || !*path)
-		return strdup(d->workspace);
-	if (path[0] == '/')
+	if (path && path[0] == '/')
 		return strdup(path);
-	if (!(out = malloc(strlen(d->workspace) + strlen(path) + 2)))
+	if (!ws)
 		return NULL;
-	sprintf(out, "%s/%s", d->workspace, path);
+	if (!path || !*path)
+		return strdup(ws);
+	if (!(out = malloc(strlen(ws) + strlen(path) + 2)))
+		return NULL;
+	sprintf(out, "%s/%s", ws, path);
 	return out;
 }
 
 /* ------------------------------------------------------------ boxes */
 
-const char *dy__box_toolbox(dy *d, const char *id)
+dy_box *dy__box(dy *d, const char *id)
 {
 	for (dy_box *b = d->boxes; b; b = b->next)
 		if (strcmp(b->id, id) == 0)
-			return b->toolbox;
+			return b;
 	return NULL;
+}
+
+const char *dy__box_toolbox(dy *d, const char *id)
+{
+	dy_box *b = dy__box(d, id);
+
+	return b ? b->toolbox : NULL;
 }
 
 void dy__box_forget(dy *d, const char *id)
@@ -184,6 +195,8 @@ void dy__box_forget(dy *d, const char *id)
 			*pp = b->next;
 			free(b->id);
 			free(b->toolbox);
+			free(b->home);
+			free(b->workspace);
 			free(b);
 			return;
 		}
@@ -196,23 +209,27 @@ void dy__box_set(dy *d, const char *id, json_t *rec)
 	dy_box *b;
 	size_t n;
 
+	char *url;
+
 	if (!tb || !*tb)
-		return;
-	dy__box_forget(d, id);
-	if (!(b = calloc(1, sizeof(*b))))
 		return;
 	n = strlen(tb);
 	while (n && tb[n - 1] == '/')
 		n--;
-	b->id = strdup(id);
-	b->toolbox = malloc(n + strlen(id) + 2);
-	if (!b->id || !b->toolbox) {
-		free(b->id);
+	if (!(url = malloc(n + strlen(id) + 2)))
+		return;
+	sprintf(url, "%.*s/%s", (int)n, tb, id);
+	if ((b = dy__box(d, id))) {
 		free(b->toolbox);
-		free(b);
+		b->toolbox = url;
 		return;
 	}
-	sprintf(b->toolbox, "%.*s/%s", (int)n, tb, id);
+	if (!(b = calloc(1, sizeof(*b))) || !(b->id = strdup(id))) {
+		free(b);
+		free(url);
+		return;
+	}
+	b->toolbox = url;
 	b->next = d->boxes;
 	d->boxes = b;
 }
@@ -521,7 +538,71 @@ static void toolbox_got(dy_op *op, const dy_resp *r)
 			      "daytona: sandbox '%s': its record has no toolboxProxyUrl", op->id);
 		return;
 	}
-	next(op, NULL);
+	dy__ensure_home(op, next);
+}
+
+static int set_paths(dy *d, dy_box *b, const char *home)
+{
+	free(b->home);
+	free(b->workspace);
+	b->home = strdup(d->home ? d->home : home);
+	if (d->workspace) {
+		b->workspace = strdup(d->workspace);
+	} else if (b->home && (b->workspace = malloc(strlen(b->home) + 16))) {
+		sprintf(b->workspace, "%s/workspace", strcmp(b->home, "/") ? b->home : "");
+	}
+	return b->home && b->workspace ? SR_OK : SR_ENOMEM;
+}
+
+static void home_got(dy_op *op, const dy_resp *r)
+{
+	const char *dir = json_string_value(json_object_get(r->json, "dir"));
+	dy_box *b = dy__box(op->d, op->id);
+
+	if (r->status != SR_OK || r->http != 200) {
+		dy__op_fail(op, r);
+		return;
+	}
+	if (!dir || dir[0] != '/' || !b) {
+		dy__op_finish(op, SR_EPROTO, NULL, NULL, 0,
+			      "daytona: sandbox '%s': %s: no absolute 'dir' in the answer", op->id,
+			      op->what);
+		return;
+	}
+	if (set_paths(op->d, b, dir) != SR_OK) {
+		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+		return;
+	}
+	op->after_toolbox(op, NULL);
+}
+
+/* Run next once the sandbox's home and workspace are known: configured,
+ * or the toolbox's user-home-dir. The toolbox URL must be known. */
+int dy__ensure_home(dy_op *op, dy_step next)
+{
+	dy_box *b = dy__box(op->d, op->id);
+	char *url;
+	int in = op->in_call, rc;
+
+	op->after_toolbox = next;
+	if (b && !b->workspace && op->d->home && op->d->workspace &&
+	    set_paths(op->d, b, op->d->home) != SR_OK)
+		b = NULL;
+	if (b && b->workspace) {
+		next(op, NULL);
+		return in ? op->start_rc : SR_OK;
+	}
+	if (!b || !(url = malloc(strlen(b->toolbox) + 32))) {
+		if (op->in_call)
+			op->start_rc = SR_ENOMEM;
+		else
+			dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+		return SR_ENOMEM;
+	}
+	sprintf(url, "%s/user-home-dir", b->toolbox);
+	rc = dy__api(op, "GET", url, NULL, NULL, 0, 0, home_got);
+	free(url);
+	return rc;
 }
 
 /* Run next once the sandbox's toolbox URL is known (from the cache or
@@ -531,13 +612,8 @@ int dy__with_toolbox(dy_op *op, dy_step next)
 	char *url;
 	int rc;
 
-	if (dy__box_toolbox(op->d, op->id)) {
-		int in = op->in_call;
-
-		/* Inside the ABI call op outlives next (see dy__op_finish). */
-		next(op, NULL);
-		return in ? op->start_rc : SR_OK;
-	}
+	if (dy__box_toolbox(op->d, op->id))
+		return dy__ensure_home(op, next);
 	op->after_toolbox = next;
 	if (!(url = dy__url(op->d, "/sandbox/%s", op->id))) {
 		if (op->in_call)
@@ -553,10 +629,13 @@ int dy__with_toolbox(dy_op *op, dy_step next)
 
 /* ---------------------------------------------- fire and forget */
 
-typedef struct ff {
-	const sr_host *h;
+struct dy_ff {
+	dy *d;
+	sr_http_call *call;
 	char what[200];
-} ff;
+	struct dy_ff *next;
+};
+typedef struct dy_ff ff;
 
 static void ff_done(void *ud, const sr_result *r)
 {
@@ -564,9 +643,17 @@ static void ff_done(void *ud, const sr_result *r)
 	json_t *meta = r->json ? json_loads(r->json, 0, NULL) : NULL;
 	int http = (int)json_integer_value(json_object_get(meta, "status"));
 
-	if (r->status != SR_OK || http >= 300)
-		f->h->log(f->h, SR_LOG_DEBUG, "%s: %s (HTTP %d)", f->what,
-			  r->status != SR_OK ? f->h->strerror(r->status) : "failed", http);
+	for (ff **pp = &f->d->ffs; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	}
+
+	if ((r->status != SR_OK && r->status != SR_ECANCELED) || http >= 300)
+		f->d->host->log(f->d->host, SR_LOG_DEBUG, "%s: %s (HTTP %d)", f->what,
+				r->status != SR_OK ? f->d->host->strerror(r->status) : "failed",
+				http);
 	json_decref(meta);
 	free(f);
 }
@@ -578,7 +665,6 @@ int dy__fire_and_forget(dy *d, const char *method, const char *url, json_t *body
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	sr_http_request rq = { sizeof(rq), method, url, hdr, 0, s, s ? strlen(s) : 0,
 			       d->request_timeout_ms, 0 };
-	sr_http_call *c;
 	ff *f = calloc(1, sizeof(*f));
 	int rc;
 
@@ -586,12 +672,23 @@ int dy__fire_and_forget(dy *d, const char *method, const char *url, json_t *body
 		free(s);
 		return SR_ENOMEM;
 	}
-	f->h = d->host;
+	f->d = d;
 	snprintf(f->what, sizeof(f->what), "%s %s", method, url);
 	dy__headers(d, hdr, &rq.n_headers, s ? "application/json" : NULL);
-	rc = d->host->http_request(d->host, &rq, ff_done, f, &c);
-	if (rc != SR_OK)
+	rc = d->host->http_request(d->host, &rq, ff_done, f, &f->call);
+	if (rc != SR_OK) {
 		free(f);
+	} else {
+		f->next = d->ffs;
+		d->ffs = f;
+	}
 	free(s);
 	return rc;
+}
+
+/* At fini: the answers are not waited for. */
+void dy__ff_cancel_all(dy *d)
+{
+	while (d->ffs)
+		d->host->http_cancel(d->ffs->call); /* ff_done unlinks it */
 }

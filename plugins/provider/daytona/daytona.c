@@ -54,6 +54,7 @@ static void d_fini(void *self)
 		return;
 	d->closing = 1;
 	dy__chans_free(d);
+	dy__ff_cancel_all(d);
 	while (d->ops) {
 		dy_op *op = d->ops;
 		/* Unloading: nobody waits for these any more. */
@@ -157,9 +158,7 @@ static int read_config(dy *d)
 	if ((ws && ws[0] != '/') || (home && home[0] != '/'))
 		return h->config_invalid(h, ws && ws[0] != '/' ? "workspace" : "home",
 					 "an absolute path inside the sandbox");
-	d->home = strdup(home ? home : "/home/daytona");
-	d->workspace = strdup(ws ? ws : "/home/daytona/workspace");
-	if (!d->home || !d->workspace)
+	if ((home && !(d->home = strdup(home))) || (ws && !(d->workspace = strdup(ws))))
 		return SR_ENOMEM;
 	if (number(h, "auto_stop_minutes", 0, 60 * 24 * 365, 15, &d->auto_stop_minutes))
 		return SR_EINVAL;

@@ -18,6 +18,7 @@
 typedef struct dy_box {
 	char *id;
 	char *toolbox; /* {toolboxProxyUrl}/{id} */
+	char *home, *workspace; /* absolute, inside the sandbox; NULL: not asked yet */
 	struct dy_box *next;
 } dy_box;
 
@@ -29,7 +30,8 @@ struct dy {
 	const sr_host *host;
 	char *api_url;       /* without a trailing '/' */
 	char *api_key;       /* wiped on free */
-	char *target, *snapshot, *workspace, *home;
+	char *target, *snapshot;
+	char *workspace, *home; /* configured, or NULL: from the toolbox */
 	long auto_stop_minutes;
 	uint64_t start_timeout_ms;   /* create/start: until 'started' */
 	uint64_t request_timeout_ms; /* one API call */
@@ -40,6 +42,7 @@ struct dy {
 	dy_box *boxes;
 	dy_op *ops;
 	dy_chan *chans;
+	struct dy_ff *ffs;   /* best-effort calls in flight */
 	int closing;
 };
 
@@ -115,6 +118,7 @@ struct dy_chan {
 	sr_http_call *wcall;      /* the input POST in flight */
 	sr_timer *timer;
 	char *command;            /* exec: the shell command; watch: the dir */
+	char *cwd;                /* exec: the asked directory, or NULL */
 	uint64_t delivered, skip; /* stdout bytes given out; to skip on re-attach */
 	int stream_http, progress, stream_clean, stream_idle;
 	int reattach_fails;
@@ -163,9 +167,12 @@ void dy__box_forget(dy *d, const char *id);
 int dy__with_toolbox(dy_op *op, dy_step next);
 int dy__http_fail_status(int http, const char *why);
 void dy__headers(const dy *d, sr_pair *h, size_t *n, const char *ctype);
-char *dy__path_in_box(const dy *d, const char *path);
+char *dy__path_in_box(dy *d, const char *id, const char *path);
+dy_box *dy__box(dy *d, const char *id);
+int dy__ensure_home(dy_op *op, dy_step next);
 int dy__fire_and_forget(dy *d, const char *method, const char *url,
 			json_t *body);
+void dy__ff_cancel_all(dy *d);
 
 /* sandbox.c */
 int dy__create(void *self, uint64_t req, const sr_sandbox_spec *spec,

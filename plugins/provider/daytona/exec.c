@@ -41,7 +41,8 @@ static void noop_done(void *ud, const sr_result *r)
 /* Stop an internal op without its done reaching the channel. */
 static void op_abort(dy_op *op)
 {
-	op->done = noop_done;
+	if (op->done)
+		op->done = noop_done;
 	op->ud = NULL;
 	dy__op_cancel(op);
 }
@@ -70,6 +71,7 @@ static void chan_free(dy_chan *c)
 	free(c->id);
 	free(c->toolbox);
 	free(c->command);
+	free(c->cwd);
 	free(c->ending_msg);
 	free(c->err);
 	free(c);
@@ -86,6 +88,8 @@ static void chan_quiesce(dy_chan *c)
 	if (c->setup) {
 		dy_op *op = c->setup;
 		c->setup = NULL;
+		if (c->d->closing)
+			op->done = NULL; /* unloading: no delivery at all */
 		op_abort(op);
 	}
 	if ((s = c->stream)) {
@@ -368,7 +372,7 @@ int dy__channel_signal(void *self, uint64_t req, int signum)
 		return SR_EINVAL;
 	if (!c->cid[0] || !c->toolbox)
 		return SR_ESTATE;
-	snprintf(cmd, sizeof(cmd), "sh -c 'kill -%d \"$(cat /tmp/sandrun-%s.pid)\"'", signum,
+	snprintf(cmd, sizeof(cmd), "sh -c 'kill -%d \"$(cat /tmp/%s.pid)\"'", signum,
 		 c->sid);
 	snprintf(url, sizeof(url), "%s/process/execute", c->toolbox);
 	body = json_pack("{s:s, s:i}", "command", cmd, "timeout", 10);
@@ -499,7 +503,7 @@ static void fetch_stderr(dy_chan *c)
 		chan_end(c, SR_OK, NULL);
 		return;
 	}
-	snprintf(url, sizeof(url), "%s/files/download?path=/tmp/sandrun-%s.err", c->toolbox,
+	snprintf(url, sizeof(url), "%s/files/download?path=/tmp/%s.err", c->toolbox,
 		 c->sid);
 	rc = dy__api(op, "GET", url, NULL, NULL, 0, 16u << 20, stderr_answer);
 	chan_op_started(c, op, rc);
@@ -598,6 +602,8 @@ static void check_command(dy_chan *c)
 
 /* -------------------------------------------------------------- setup */
 
+static char *build_command(const char *sid, const char *cwd, const char *program);
+
 static void setup_done(void *ud, const sr_result *r)
 {
 	dy_chan *c = ud;
@@ -656,7 +662,17 @@ static void open_session(dy_op *op, const dy_resp *unused)
 	json_t *body;
 
 	(void)unused;
-	if (!c->toolbox && !(c->toolbox = strdup(dy__box_toolbox(c->d, c->id)))) {
+	dy_box *b = dy__box(c->d, c->id);
+	char *cmd;
+
+	if (!c->toolbox && b)
+		c->toolbox = strdup(b->toolbox);
+	cmd = c->toolbox && b && b->workspace ?
+		build_command(c->sid, c->cwd ? c->cwd : b->workspace, c->command) : NULL;
+	if (cmd) {
+		free(c->command);
+		c->command = cmd;
+	} else {
 		if (op->in_call)
 			op->start_rc = SR_ENOMEM;
 		else
@@ -669,82 +685,80 @@ static void open_session(dy_op *op, const dy_resp *unused)
 	json_decref(body);
 }
 
-/* The shell command: record the pid (for signals), enter cwd, exec the
- * program with its environment, stderr to a file of its own. */
-static char *build_command(const dy *d, const char *sid, const sr_exec_spec *spec)
+/* The program part of the shell command: exec the program with its
+ * environment, stderr to a file of its own. The caller frees it. */
+static char *build_program(const char *sid, const sr_exec_spec *spec)
 {
 	size_t cap = 4096, n = 0;
-	char *inner = malloc(cap), *q, *outer, *qi;
-	const char *cwd = spec->cwd ? spec->cwd : d->workspace;
+	char *out = malloc(cap), *q, tail[128];
 
+	if (!out)
+		return NULL;
+	out[0] = 0;
 #define ADD(s) do { \
 		size_t l_ = strlen(s); \
 		if (n + l_ + 2 > cap) { \
-			char *g_ = realloc(inner, cap = (n + l_ + 2) * 2); \
-			if (!g_) { free(inner); return NULL; } \
-			inner = g_; \
+			char *g_ = realloc(out, cap = (n + l_ + 2) * 2); \
+			if (!g_) { free(out); free(q); return NULL; } \
+			out = g_; \
 		} \
-		memcpy(inner + n, s, l_); \
+		memcpy(out + n, s, l_); \
 		n += l_; \
-		inner[n] = 0; \
+		out[n] = 0; \
 	} while (0)
-
-	if (!inner)
-		return NULL;
-	inner[0] = 0;
-	{
-		char head[128];
-		snprintf(head, sizeof(head), "echo $$ >/tmp/sandrun-%s.pid; cd ", sid);
-		ADD(head);
-	}
-	if (!(q = dy__shq(cwd))) {
-		free(inner);
-		return NULL;
-	}
-	ADD(q);
-	free(q);
-	ADD(" || exit 126; exec env");
+	q = NULL;
+	ADD("exec env");
 	for (size_t i = 0; i < spec->n_env; i++) {
 		char *kv = malloc(strlen(spec->env[i].name) + strlen(spec->env[i].value) + 2);
 		if (!kv) {
-			free(inner);
+			free(out);
 			return NULL;
 		}
 		sprintf(kv, "%s=%s", spec->env[i].name, spec->env[i].value);
 		q = dy__shq(kv);
 		free(kv);
 		if (!q) {
-			free(inner);
+			free(out);
 			return NULL;
 		}
 		ADD(" ");
 		ADD(q);
 		free(q);
+		q = NULL;
 	}
-	ADD(" --");
 	for (const char *const *a = spec->argv; *a; a++) {
 		if (!(q = dy__shq(*a))) {
-			free(inner);
+			free(out);
 			return NULL;
 		}
 		ADD(" ");
 		ADD(q);
 		free(q);
+		q = NULL;
 	}
-	{
-		char tail[128];
-		snprintf(tail, sizeof(tail), " 2>>/tmp/sandrun-%s.err", sid);
-		ADD(tail);
-	}
+	snprintf(tail, sizeof(tail), " 2>>/tmp/%s.err", sid);
+	ADD(tail);
 #undef ADD
-	qi = dy__shq(inner);
-	free(inner);
-	if (!qi)
+	return out;
+}
+
+/* The whole command: record the pid (for signals), enter cwd, run the
+ * program; in `sh -c` so that $$ is the program's pid after exec. */
+static char *build_command(const char *sid, const char *cwd, const char *program)
+{
+	char *qcwd = dy__shq(cwd), *inner, *qi, *outer = NULL;
+
+	if (!qcwd)
 		return NULL;
-	outer = malloc(strlen(qi) + 8);
-	if (outer)
-		sprintf(outer, "sh -c %s", qi);
-	free(qi);
+	inner = malloc(strlen(qcwd) + strlen(program) + 128);
+	if (inner) {
+		sprintf(inner, "echo $$ >/tmp/%s.pid; cd %s || exit 126; %s", sid, qcwd, program);
+		if ((qi = dy__shq(inner)) && (outer = malloc(strlen(qi) + 8)))
+			sprintf(outer, "sh -c %s", qi);
+		free(qi);
+	}
+	free(inner);
+	free(qcwd);
 	return outer;
 }
 
@@ -784,6 +798,9 @@ int dy__exec(void *self, uint64_t req, const char *id,
 	if (!dy__valid_id(id) || !spec || spec->size < SR_TABLE_HAS(sr_exec_spec, cwd) ||
 	    !spec->argv || !spec->argv[0] || !cbs)
 		return SR_EINVAL;
+	/* env(1) would take a program name with '=' for an assignment. */
+	if (strchr(spec->argv[0], '='))
+		return SR_EINVAL;
 	for (size_t i = 0; i < spec->n_env; i++)
 		if (!spec->env[i].name || !spec->env[i].value)
 			return SR_EINVAL;
@@ -793,7 +810,8 @@ int dy__exec(void *self, uint64_t req, const char *id,
 		return SR_ENOMEM;
 	memcpy(&c->cbs, cbs, cbs->size < sizeof(c->cbs) ? cbs->size : sizeof(c->cbs));
 	c->cbs.size = sizeof(c->cbs);
-	if (!(c->command = build_command(d, c->sid, spec)) || !(op = chan_op(c, setup_done))) {
+	if (!(c->command = build_program(c->sid, spec)) ||
+	    (spec->cwd && !(c->cwd = strdup(spec->cwd))) || !(op = chan_op(c, setup_done))) {
 		chan_unlink(c);
 		chan_free(c);
 		return SR_ENOMEM;
@@ -908,7 +926,7 @@ int dy__watch(void *self, uint64_t req, const char *id, const char *path,
 	c->is_watch = 1;
 	memcpy(&c->wcbs, cbs, cbs->size < sizeof(c->wcbs) ? cbs->size : sizeof(c->wcbs));
 	c->seen = json_object();
-	c->command = dy__path_in_box(d, path); /* the directory watched */
+	c->command = dy__path_in_box(d, id, path); /* the directory watched */
 	c->timer = d->host->timer_start(d->host, 0, WATCH_MS, watch_tick, c);
 	if (!c->command || !c->seen || !c->timer) {
 		chan_unlink(c);

@@ -73,12 +73,23 @@ static void answered_ok(dy_op *op, const dy_resp *r)
 
 static void mode_set(dy_op *op, const dy_resp *r)
 {
+	json_t *code = json_object_get(r->json, "exitCode");
+
+	if (r->status == SR_OK && r->http < 300 && json_integer_value(code) != 0) {
+		dy__op_finish(op, SR_EIO, NULL, NULL, 0,
+			      "daytona: sandbox '%s': chmod %o '%s' exited %d: %s", op->id,
+			      op->mode & 07777, op->path, (int)json_integer_value(code),
+			      json_string_value(json_object_get(r->json, "result")) ?
+			      json_string_value(json_object_get(r->json, "result")) : "");
+		return;
+	}
 	answered_ok(op, r);
 }
 
 static void uploaded(dy_op *op, const dy_resp *r)
 {
-	char mode[16], *url;
+	char mode[16], *url, *q, *cmd;
+	json_t *body;
 
 	if (r->status != SR_OK || r->http >= 300) {
 		fail_path(op, r);
@@ -88,13 +99,26 @@ static void uploaded(dy_op *op, const dy_resp *r)
 		ok_done(op, NULL);
 		return;
 	}
-	snprintf(mode, sizeof(mode), "%o", op->mode & 07777);
-	url = tb_url(op, "/files/permissions?path=%s&mode=%s", op->path, mode);
-	if (!url) {
+	/* chmod(1) through process/execute: one call, the same on every
+	 * toolbox version (files/permissions is missing from some). */
+	snprintf(mode, sizeof(mode), "%04o", op->mode & 07777);
+	q = dy__shq(op->path);
+	cmd = q ? malloc(strlen(q) + 32) : NULL;
+	url = cmd ? tb_url(op, "/process/execute", NULL, NULL) : NULL;
+	if (url)
+		sprintf(cmd, "chmod %s %s", mode, q);
+	body = url ? json_pack("{s:s, s:i}", "command", cmd, "timeout", 30) : NULL;
+	if (!body) {
+		free(q);
+		free(cmd);
+		free(url);
 		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
 		return;
 	}
-	dy__api(op, "POST", url, NULL, NULL, 0, 0, mode_set);
+	dy__api_json(op, "POST", url, body, mode_set);
+	json_decref(body);
+	free(q);
+	free(cmd);
 	free(url);
 }
 
@@ -164,6 +188,17 @@ static char *multipart(dy_op *op, const fdata *f, const char *boundary, size_t *
 	return b;
 }
 
+static int resolve(dy_op *op, char **path)
+{
+	char *abs = dy__path_in_box(op->d, op->id, *path);
+
+	if (!abs)
+		return 0;
+	free(*path);
+	*path = abs;
+	return 1;
+}
+
 static void send_op(dy_op *op, const dy_resp *unused)
 {
 	fdata *f = fd_of(op);
@@ -173,6 +208,14 @@ static void send_op(dy_op *op, const dy_resp *unused)
 	size_t len;
 
 	(void)unused;
+	/* Relative paths land in the workspace, known by now. */
+	if (!resolve(op, &op->path) || (op->path2 && !resolve(op, &op->path2))) {
+		if (op->in_call)
+			op->start_rc = SR_ENOMEM;
+		else
+			dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+		return;
+	}
 	switch (f->what) {
 	case F_PUT:
 		op->d->host->random_bytes(op->d->host, rnd, sizeof(rnd));
@@ -254,8 +297,8 @@ static int file_op(dy *d, uint64_t req, const char *id, int what, const char *pa
 	if (!(op = dy__op_new(d, DY_FILE, req, id, done, ud)))
 		return SR_ENOMEM;
 	f = calloc(1, sizeof(*f));
-	op->path = dy__path_in_box(d, path);
-	op->path2 = path2 ? dy__path_in_box(d, path2) : NULL;
+	op->path = strdup(path ? path : "");
+	op->path2 = path2 ? strdup(path2) : NULL;
 	if (!f || !op->path || (path2 && !op->path2) || (len && !(f->data = malloc(len)))) {
 		fd_free(f);
 		return dy__op_start(op, SR_ENOMEM);

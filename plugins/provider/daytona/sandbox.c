@@ -115,10 +115,14 @@ static void progress(dy_op *op)
 	json_decref(ev);
 }
 
-static void finish_acquired(dy_op *op)
+static void finish_acquired(dy_op *op, const dy_resp *unused)
 {
-	json_t *j = json_pack("{s:s, s:s, s:s}", "id", op->id, "workspace", op->d->workspace,
-			      "home", op->d->home);
+	dy_box *b = dy__box(op->d, op->id);
+	json_t *j;
+
+	(void)unused;
+	j = b && b->workspace ? json_pack("{s:s, s:s, s:s}", "id", op->id, "workspace",
+					  b->workspace, "home", b->home) : NULL;
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	if (s)
@@ -346,7 +350,7 @@ static void create_poll(dy_op *op, const dy_resp *unused)
 static void workspace_made(dy_op *op, const dy_resp *r)
 {
 	if (r->status == SR_OK && (r->http < 300 || r->http == 409)) {
-		finish_acquired(op);
+		finish_acquired(op, NULL);
 		return;
 	}
 	snprintf(op->first_error, sizeof(op->first_error), "%s: %s%d%s%s", op->what,
@@ -355,12 +359,14 @@ static void workspace_made(dy_op *op, const dy_resp *r)
 	delete_after(op, r->status != SR_OK ? r->status : dy__http_error(r->http));
 }
 
-static void make_workspace(dy_op *op)
+static void make_workspace(dy_op *op, const dy_resp *unused)
 {
-	char *path = dy__urlenc(op->d->workspace);
-	const char *tb = dy__box_toolbox(op->d, op->id);
+	dy_box *b = dy__box(op->d, op->id);
+	char *path = b && b->workspace ? dy__urlenc(b->workspace) : NULL;
+	const char *tb = b ? b->toolbox : NULL;
 	char *url;
 
+	(void)unused;
 	if (!tb) {
 		snprintf(op->first_error, sizeof(op->first_error),
 			 "its record has no toolboxProxyUrl");
@@ -387,7 +393,13 @@ static void create_state(dy_op *op)
 	progress(op);
 	if (st && strcmp(st, "started") == 0) {
 		dy__box_set(op->d, op->id, op->rec);
-		make_workspace(op);
+		if (!dy__box_toolbox(op->d, op->id)) {
+			snprintf(op->first_error, sizeof(op->first_error),
+				 "its record has no toolboxProxyUrl");
+			delete_after(op, SR_EPROTO);
+			return;
+		}
+		dy__ensure_home(op, make_workspace);
 		return;
 	}
 	if (is_failed(st) || is_gone(st)) {
@@ -685,7 +697,7 @@ static void converged(dy_op *op, const dy_resp *r)
 		dy__op_fail(op, r);
 		return;
 	}
-	finish_acquired(op);
+	dy__ensure_home(op, finish_acquired);
 }
 
 static void converge(dy_op *op)
@@ -693,8 +705,13 @@ static void converge(dy_op *op)
 	json_t *body;
 
 	dy__box_set(op->d, op->id, op->rec);
+	if (!dy__box_toolbox(op->d, op->id)) {
+		dy__op_finish(op, SR_EPROTO, NULL, NULL, 0,
+			      "daytona: sandbox '%s': its record has no toolboxProxyUrl", op->id);
+		return;
+	}
 	if (!op->has_policy || !policy_differs(op)) {
-		finish_acquired(op);
+		dy__ensure_home(op, finish_acquired);
 		return;
 	}
 	body = json_object();
@@ -856,7 +873,6 @@ static void park_state(dy_op *op)
 		return;
 	}
 	if (is_stopped(st)) {
-		dy__box_forget(op->d, op->id); /* the toolbox URL may change */
 		parked(op, "stopped");
 		return;
 	}
