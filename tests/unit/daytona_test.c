@@ -201,16 +201,31 @@ static void teardown(void)
 	free(dir);
 }
 
-TestSuite(daytona, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(daytona, .init = setup, .fini = teardown, .timeout = 240);
 
 static void reset(void)
 {
 	sr__wait_clear(&w);
 }
 
+/* Run the loop until the operation at w completed, within 60 s (valgrind
+ * in CI is slow; a guard timer on the stack would outlive a failed
+ * assertion). */
+static void d_wait(void)
+{
+	uint64_t t0 = uv_now(ctx.loop);
+
+	while (!w.done && uv_now(ctx.loop) - t0 < 60000) {
+		uv_run(ctx.loop, UV_RUN_NOWAIT);
+		usleep(1000);
+		uv_update_time(ctx.loop);
+	}
+	cr_assert(w.done, "an operation never completed; log: %s", t_log_text());
+}
+
 static void wait_ok(const char *what)
 {
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_OK, "%s: %d %s", what, w.status, w.message);
 }
 
@@ -318,7 +333,7 @@ Test(daytona, create_ending_in_error_deletes_the_sandbox_and_names_the_error)
 	ctx.event_sink = sink_forcing_error;
 	reset();
 	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_neq(w.status, SR_OK);
 	cr_assert(strstr(w.message, "state 'error'") && strstr(w.message, "disk quota exceeded") &&
 		  strstr(w.message, "deleted"), "%s", w.message);
@@ -337,12 +352,12 @@ Test(daytona, bad_input_is_refused_with_a_clear_message)
 	reset();
 	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
 	cr_assert(!w.done, "the refusal came from inside the call");
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_EINVAL);
 	cr_assert(strstr(w.message, "'a.com,b.com'"), "%s", w.message);
 	reset();
 	cr_assert_eq(sr__provider_destroy(p, 2, "../etc", sr__wait_done, &w), SR_OK);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_EINVAL);
 	cr_assert(strstr(w.message, "invalid sandbox id '../etc'"), "%s", w.message);
 	cr_assert_eq(calls("POST /api/sandbox"), 0);
@@ -369,7 +384,7 @@ Test(daytona, the_api_key_never_reaches_the_log)
 	start("");
 	reset();
 	sr__provider_reconnect(p, 1, "no-such-sandbox", NULL, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert(strstr(t_log_text(), "test-key") == NULL, "%s", t_log_text());
 }
 
@@ -402,7 +417,7 @@ Test(daytona, reconnect_of_a_missing_or_errored_sandbox_is_terminal)
 	start("");
 	reset();
 	sr__provider_reconnect(p, 1, "0b6c3d2e-no-such", NULL, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, "0b6c3d2e-no-such") && strstr(w.message, "404"), "%s",
 		  w.message);
@@ -411,7 +426,7 @@ Test(daytona, reconnect_of_a_missing_or_errored_sandbox_is_terminal)
 	admin("POST", path, "{\"errorReason\":\"runner lost\"}", NULL, 0);
 	reset();
 	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ENOTFOUND);
 	cr_assert(strstr(w.message, "state 'error'") && strstr(w.message, "runner lost"), "%s",
 		  w.message);
@@ -426,13 +441,13 @@ Test(daytona, reconnect_after_5xx_or_timeout_is_transient)
 	fault("GET /api/sandbox/{id}", 503, 1, 0);
 	reset();
 	sr__provider_reconnect(p, 1, id, NULL, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_EHTTP, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, "transient"), "%s", w.message);
 	fault("GET /api/sandbox/{id}", 0, 1, 3000); /* beyond request_timeout = 2 */
 	reset();
 	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ETIMEDOUT, "%d %s", w.status, w.message);
 	reset();
 	sr__provider_reconnect(p, 3, id, NULL, sr__wait_done, &w);
@@ -509,7 +524,7 @@ Test(daytona, a_park_that_fails_deletes_the_sandbox_and_says_it_is_gone)
 	fault("POST /api/sandbox/{id}/stop", 500, 1, 0);
 	reset();
 	sr__provider_park(p, 1, id, SR_PARK_STOPPED, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	/* SR_ENOTFOUND: the caller must forget the sandbox. */
 	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, "deleted instead") && strstr(w.message, id), "%s", w.message);
@@ -571,14 +586,14 @@ Test(daytona, file_operations_round_trip)
 	cr_assert(memcmp(w.data, "alpha", 5) == 0);
 	reset();
 	sr__provider_file_get(p, 6, id, "src/b.txt", 3, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ETOOBIG, "%d %s", w.status, w.message);
 	reset();
 	sr__provider_file_remove(p, 7, id, "src", sr__wait_done, &w);
 	wait_ok("remove");
 	reset();
 	sr__provider_file_get(p, 8, id, "src/b.txt", 0, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, id) && strstr(w.message, "404"), "%s", w.message);
 }
@@ -594,7 +609,7 @@ Test(daytona, files_of_a_stopped_sandbox_say_so)
 	wait_ok("park");
 	reset();
 	sr__provider_file_get(p, 2, id, "x", 0, sr__wait_done, &w);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ESTATE, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, "Is the Sandbox started?"), "%s", w.message);
 }
@@ -824,7 +839,7 @@ Test(daytona, list_finds_sandboxes_by_label_and_status_inspects_without_starting
 	cr_assert_str_eq(emu_state(idb), "stopped", "status started it");
 	reset();
 	cr_assert_eq(sr__provider_status(p, 5, "no-such-sandbox", sr__wait_done, &w), SR_OK);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ENOTFOUND);
 }
 
@@ -838,6 +853,46 @@ Test(daytona, cancel_ends_an_operation_with_ecanceled)
 	reset();
 	cr_assert_eq(sr__provider_status(p, 77, id, sr__wait_done, &w), SR_OK);
 	cr_assert_eq(sr__provider_cancel(p, 77), SR_OK);
-	t_wait(&ctx, &w);
+	d_wait();
 	cr_assert_eq(w.status, SR_ECANCELED);
+}
+
+/* The round trip the ACP traffic makes: a line to the process's stdin
+ * (one input POST), its echo on the followed stdout. Prints the figures
+ * (doc/daytona.md quotes them); checks order and completeness. */
+Test(daytona, exec_round_trips_keep_order_and_are_timed)
+{
+	enum { N = 50 };
+	const char *argv[] = { "sh", "-c",
+			       "i=0; while [ $i -lt 50 ] && read l; do echo \"$l\"; i=$((i+1)); done",
+			       NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	char expect[N * 16] = "", line[32];
+	uint64_t t0, total = 0, worst = 0;
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 11, id, &spec, &o_cbs, &o), SR_OK);
+	for (int i = 0; i < N; i++) {
+		size_t before = o.len;
+		uint64_t ms;
+
+		snprintf(line, sizeof(line), "line %d\n", i);
+		strcat(expect, line);
+		uv_update_time(ctx.loop);
+		t0 = uv_hrtime();
+		cr_assert_eq(sr__provider_channel_write(p, 11, line, strlen(line)), SR_OK);
+		RUN_UNTIL(o.len >= before + strlen(line) || o.failed, 20000);
+		cr_assert(o.len >= before + strlen(line), "line %d did not come back: %s", i, o.buf);
+		ms = (uv_hrtime() - t0) / 1000000;
+		total += ms;
+		worst = ms > worst ? ms : worst;
+	}
+	RUN_UNTIL(o.exited || o.failed, 20000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, expect);
+	fprintf(stderr, "daytona exec round trip (emulator, toolbox session): %d lines, "
+		"mean %.1f ms, worst %llu ms\n", N, (double)total / N, (unsigned long long)worst);
 }

@@ -121,6 +121,7 @@ char *dy__url(const dy *d, const char *fmt, ...)
 {
 	char path[2048];
 	char *url;
+	size_t base;
 	va_list ap;
 	int n;
 
@@ -129,10 +130,11 @@ char *dy__url(const dy *d, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return NULL;
-	if (!(url = malloc(strlen(d->api_url) + (size_t)n + 1)))
+	base = strlen(d->api_url);
+	if (!(url = malloc(base + (size_t)n + 1)))
 		return NULL;
-	strcpy(url, d->api_url);
-	strcat(url, path);
+	memcpy(url, d->api_url, base);
+	memcpy(url + base, path, (size_t)n + 1);
 	return url;
 }
 

@@ -107,6 +107,8 @@ static int number(const sr_host *host, const char *key, long lo, long hi, long d
 	char *end, why[96];
 	long n;
 
+	*out = def;
+
 	if (!v) {
 		*out = def;
 		return SR_OK;
@@ -129,7 +131,7 @@ static int read_config(dy *d)
 	const char *key_file = h->config_get(h, "api_key_file");
 	const char *ws = h->config_get(h, "workspace");
 	const char *home = h->config_get(h, "home");
-	long n;
+	long n = 0;
 	size_t len;
 
 	if (!url)
@@ -160,7 +162,7 @@ static int read_config(dy *d)
 					 "an absolute path inside the sandbox");
 	if ((home && !(d->home = strdup(home))) || (ws && !(d->workspace = strdup(ws))))
 		return SR_ENOMEM;
-	if (number(h, "auto_stop_minutes", 0, 60 * 24 * 365, 15, &d->auto_stop_minutes))
+	if (number(h, "auto_stop_minutes", 0, 60L * 24 * 365, 15, &d->auto_stop_minutes))
 		return SR_EINVAL;
 	if (number(h, "start_timeout", 1, 3600, 120, &n))
 		return SR_EINVAL;

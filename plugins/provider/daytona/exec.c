@@ -635,7 +635,7 @@ static void exec_started(dy_op *op, const dy_resp *r)
 			      op->what);
 		return;
 	}
-	strcpy(c->cid, cid);
+	memcpy(c->cid, cid, strlen(cid) + 1); /* length checked above */
 	dy__op_finish(op, SR_OK, NULL, NULL, 0, NULL);
 }
 
@@ -778,9 +778,8 @@ static dy_chan *chan_new(dy *d, uint64_t req, const char *id, void *ud)
 		free(c);
 		return NULL;
 	}
-	strcpy(c->sid, "sandrun-");
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		sprintf(c->sid + strlen(c->sid), "%02x", rnd[i]);
+	snprintf(c->sid, sizeof(c->sid), "sandrun-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	c->next = d->chans;
 	d->chans = c;
 	return c;

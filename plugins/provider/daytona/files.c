@@ -219,9 +219,8 @@ static void send_op(dy_op *op, const dy_resp *unused)
 	switch (f->what) {
 	case F_PUT:
 		op->d->host->random_bytes(op->d->host, rnd, sizeof(rnd));
-		strcpy(boundary, "sandrun-");
 		for (size_t i = 0; i < sizeof(rnd); i++)
-			sprintf(boundary + strlen(boundary), "%02x", rnd[i]);
+			snprintf(boundary + 2 * i, 3, "%02x", rnd[i]);
 		snprintf(ctype, sizeof(ctype), "multipart/form-data; boundary=%s", boundary);
 		url = tb_url(op, "/files/bulk-upload", NULL, NULL);
 		body = url ? multipart(op, f, boundary, &len) : NULL;

@@ -484,12 +484,15 @@ static char *join_sorted(const char **v, size_t n)
 		len += strlen(v[i]) + 1;
 	if (!(out = malloc(len)))
 		return NULL;
-	out[0] = 0;
+	len = 0;
 	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(v[i]);
 		if (i)
-			strcat(out, ",");
-		strcat(out, v[i]);
+			out[len++] = ',';
+		memcpy(out + len, v[i], l);
+		len += l;
 	}
+	out[len] = 0;
 	return out;
 }
 
