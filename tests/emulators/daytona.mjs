@@ -163,6 +163,7 @@ function deleteSandbox(sb) {
   transition(sb, ['destroying'], () => {
     setState(sb, 'destroyed');
     fs.rmSync(sb.dir, { recursive: true, force: true });
+    fs.rmSync(path.join(STATE, 'sessions', sb.id), { recursive: true, force: true });
     sandboxes.delete(sb.id);
   });
 }
@@ -358,11 +359,11 @@ function execute(sb, body) {
   return new Promise((resolve, reject) => {
     const cwd = body.cwd ? resolvePath(sb, body.cwd) : sb.dir;
     if (!fs.existsSync(cwd)) return reject(new HttpError(400, `cwd does not exist: ${body.cwd}`, 'BAD_REQUEST'));
-    const child = spawnIn(sb, body.command, { cwd, env: body.envs || {} });
+    // One pipe for both streams, as the daemon's combined output.
+    const child = spawnIn(sb, `exec 2>&1\n${body.command}`, { cwd, env: body.envs || {} });
     child.stdin.end();
     const out = [];
     child.stdout.on('data', (d) => out.push(d));
-    child.stderr.on('data', (d) => out.push(d));
     let timer = null, timedOut = false;
     if (body.timeout > 0) timer = setTimeout(() => { timedOut = true; killGroup(child); }, body.timeout * 1000);
     child.on('close', (code, signal) => {
@@ -725,19 +726,21 @@ on('POST', '/toolbox/{id}/process/session/{sid}/command/{cid}/input', async (c) 
 });
 
 // ----------------------------------------------------------- admin API
+const PREVIEW_KEY = /^[A-Z]+ \/preview\/\{id\}\/\{port\}$/;
 function admin(req, res, url, buf) {
   const p = url.pathname.replace(/^\/_emulator/, '');
   const body = () => jsonBody(buf);
   let m;
   if (req.method === 'GET' && p === '/calls') return send(res, 200, Object.fromEntries(calls));
   if (req.method === 'DELETE' && p === '/calls') { calls.clear(); return send(res, 204, null); }
-  if (req.method === 'GET' && p === '/routes') return send(res, 200, routes.map((r) => r.key));
+  if (req.method === 'GET' && p === '/routes') return send(res, 200, [...routes.map((r) => r.key), 'GET /preview/{id}/{port}', 'POST /preview/{id}/{port}']);
+  if (req.method === 'GET' && p === '/login') return send(res, 200, 'Daytona login (emulated): preview needs x-daytona-preview-token\n');
   if (req.method === 'GET' && p === '/faults') return send(res, 200, Object.fromEntries(faults));
   if (req.method === 'POST' && p === '/faults') {
     const b = body();
     const list = Array.isArray(b) ? b : [b];
     for (const f of list) {
-      if (!routes.some((r) => r.key === f.route)) fail(400, `unknown route ${f.route} (GET /_emulator/routes lists them)`);
+      if (!routes.some((r) => r.key === f.route) && !PREVIEW_KEY.test(f.route || '')) fail(400, `unknown route ${f.route} (GET /_emulator/routes lists them)`);
       faults.set(f.route, { status: f.status ?? 0, count: f.count ?? 1, latencyMs: f.latencyMs ?? 0,
         ...(f.message ? { message: f.message } : {}) });
     }
