@@ -627,6 +627,8 @@ static void o_out(void *ud, const void *d, size_t n)
 {
 	out *o = ud;
 
+	if (n == 0)
+		return; /* the end of stdout */
 	if (o->len + n < sizeof(o->buf)) {
 		memcpy(o->buf + o->len, d, n);
 		o->len += n;
@@ -638,6 +640,8 @@ static void o_err(void *ud, const void *d, size_t n)
 {
 	out *o = ud;
 
+	if (n == 0)
+		return; /* the end of stderr */
 	if (o->elen + n < sizeof(o->err)) {
 		memcpy(o->err + o->elen, d, n);
 		o->elen += n;
