@@ -900,3 +900,22 @@ Test(daytona, exec_round_trips_keep_order_and_are_timed)
 	fprintf(stderr, "daytona exec round trip (emulator, toolbox session): %d lines, "
 		"mean %.1f ms, worst %llu ms\n", N, (double)total / N, (unsigned long long)worst);
 }
+
+Test(daytona, input_to_a_command_not_started_yet_is_tried_again)
+{
+	const char *argv[] = { "sh", "-c", "read x; echo got:$x", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	/* The toolbox answers 409 while the command waits in its session. */
+	fault("POST /toolbox/{id}/process/session/{sid}/command/{cid}/input", 409, 2, 0);
+	cr_assert_eq(sr__provider_exec(p, 12, id, &spec, &o_cbs, &o), SR_OK);
+	cr_assert_eq(sr__provider_channel_write(p, 12, "y\n", 2), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, "got:y\n");
+	cr_assert_eq(calls("POST /toolbox/{id}/process/session/{sid}/command/{cid}/input"), 3);
+}

@@ -116,6 +116,8 @@ struct dy_chan {
 	dy_op *setup;             /* the internal call in flight */
 	sr_http_call *stream;     /* the followed log */
 	sr_http_call *wcall;      /* the input POST in flight */
+	sr_timer *wtimer;         /* an input POST waiting to be tried again */
+	int w409;                 /* 409s in a row: the command not started yet */
 	sr_timer *timer;
 	char *command;            /* exec: the shell command; watch: the dir */
 	char *cwd;                /* exec: the asked directory, or NULL */

@@ -67,6 +67,8 @@ static void chan_free(dy_chan *c)
 	}
 	if (c->timer)
 		c->d->host->timer_stop(c->timer);
+	if (c->wtimer)
+		c->d->host->timer_stop(c->wtimer);
 	json_decref(c->seen);
 	free(c->id);
 	free(c->toolbox);
@@ -103,6 +105,10 @@ static void chan_quiesce(dy_chan *c)
 	if (c->timer) {
 		h->timer_stop(c->timer);
 		c->timer = NULL;
+	}
+	if (c->wtimer) {
+		h->timer_stop(c->wtimer);
+		c->wtimer = NULL;
 	}
 }
 
@@ -201,6 +207,15 @@ static void fail_from(dy_chan *c, const sr_result *r, const char *what)
 
 static void write_next(dy_chan *c);
 
+static void write_again(void *ud)
+{
+	dy_chan *c = ud;
+
+	c->d->host->timer_stop(c->wtimer);
+	c->wtimer = NULL;
+	write_next(c);
+}
+
 static void on_written(void *ud, const sr_result *r)
 {
 	dy_chan *c = ud;
@@ -227,6 +242,13 @@ static void on_written(void *ud, const sr_result *r)
 		c->wq_tail = &c->wq;
 		return;
 	}
+	/* 409: the command is queued in its session, not started yet. */
+	if (r->status == SR_OK && http == 409 && ++c->w409 <= 200) {
+		c->wtimer = c->d->host->timer_start(c->d->host, 25, 0, write_again, c);
+		if (!c->wtimer)
+			chan_end(c, SR_ENOMEM, "daytona: cannot start a timer");
+		return;
+	}
 	if (r->status != SR_OK || http >= 300) {
 		snprintf(msg, sizeof(msg), "daytona: sandbox '%s': POST /process/session/%s/command/"
 			 "%s/input: %s%d", c->id, c->sid, c->cid,
@@ -235,6 +257,7 @@ static void on_written(void *ud, const sr_result *r)
 		chan_end(c, r->status != SR_OK ? r->status : dy__http_error(http), msg);
 		return;
 	}
+	c->w409 = 0;
 	w = c->wq;
 	c->wq = w->next;
 	if (!c->wq)
@@ -255,7 +278,7 @@ static void write_next(dy_chan *c)
 	char *s;
 	int rc;
 
-	if (c->ended || c->wcall || !c->wq || !c->cid[0])
+	if (c->ended || c->wcall || c->wtimer || !c->wq || !c->cid[0])
 		return;
 	j = json_pack("{s:s%}", "data", c->wq->data, c->wq->len);
 	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
