@@ -142,7 +142,25 @@ typedef struct http_hold {
 	sr_done_fn done;
 	void *ud;
 	int in_call, failed;
+	sr_http_stream_callbacks stream; /* the plugin's, for streams */
 } http_hold;
+
+/* A stream's headers and chunks go to the plugin's own ud, not the hold. */
+static void http_held_headers(void *ud, int http_status, const char *headers_json)
+{
+	http_hold *hold = ud;
+
+	if (hold->stream.on_headers)
+		hold->stream.on_headers(hold->ud, http_status, headers_json);
+}
+
+static void http_held_chunk(void *ud, const void *data, size_t len)
+{
+	http_hold *hold = ud;
+
+	if (hold->stream.on_chunk)
+		hold->stream.on_chunk(hold->ud, data, len);
+}
 
 static void http_held_done(void *ud, const sr_result *r)
 {
@@ -181,7 +199,10 @@ static int http_start(const sr_host *h, const sr_http_request *req,
 	hold->ud = ud;
 	hold->in_call = 1;
 	if (stream) {
+		hold->stream = *stream;
 		held_stream = *stream;
+		held_stream.on_headers = http_held_headers;
+		held_stream.on_chunk = http_held_chunk;
 		held_stream.done = http_held_done;
 		c = sr__http_stream(ctx->http, req, &held_stream, hold);
 	} else {

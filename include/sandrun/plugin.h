@@ -404,6 +404,9 @@ typedef struct sr_provider_ops {
 	int (*reconnect)(void *self, uint64_t req, const char *id,
 			 const sr_network_policy *policy, sr_done_fn done,
 			 void *ud);
+	/* json: {"id", "state"}. SR_ENOTFOUND: the sandbox no longer exists
+	 * (it was gone, or a park that failed deleted it instead): the
+	 * caller forgets it (the session pointer is removed). */
 	int (*park)(void *self, uint64_t req, const char *id, int mode,
 		    sr_done_fn done, void *ud);
 	int (*destroy)(void *self, uint64_t req, const char *id,

@@ -1,0 +1,921 @@
+/* The Daytona provider (plugins/provider/daytona/), loaded through the
+ * real loader and driven through the checked provider calls against the
+ * emulator (tests/emulators/daytona.mjs) on 127.0.0.1. Its admin API
+ * (/_emulator) injects faults, forces states and counts calls per route.
+ * Without node the tests skip, saying why; with CI=true they fail. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+#include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
+
+static char *dir;
+static sr__ctx ctx;
+static int ctx_up;
+static sr__plugin *p;
+static sr__wait w;
+static pid_t emu_pid;
+static int emu_stdin = -1;
+static char api_url[256];
+static int emu_port;
+static json_t *events;
+
+/* ------------------------------------------------------------ emulator */
+
+static int have_node(void)
+{
+	return system("command -v node >/dev/null 2>&1") == 0;
+}
+
+static void start_emulator(void)
+{
+	const char *src = getenv("SANDRUN_SRCDIR");
+	char script[4096], line[1024] = "";
+	int out[2], in[2];
+	json_t *j;
+	FILE *f;
+
+	if (!have_node()) {
+		const char *ci = getenv("CI");
+		if (ci && strcmp(ci, "true") == 0)
+			cr_assert_fail("node is not installed: the Daytona emulator cannot run (CI=true)");
+		cr_skip_test("node is not installed: the Daytona emulator cannot run");
+	}
+	cr_assert_not_null(src, "SANDRUN_SRCDIR is not set (run under make check)");
+	snprintf(script, sizeof(script), "%s/tests/emulators/daytona.mjs", src);
+	cr_assert_eq(pipe(out), 0);
+	cr_assert_eq(pipe(in), 0);
+	emu_pid = fork();
+	cr_assert_neq(emu_pid, -1);
+	if (emu_pid == 0) {
+		dup2(out[1], 1);
+		dup2(in[0], 0);
+		close(out[0]);
+		close(in[1]);
+		execlp("node", "node", script, "--transition-ms", "30", "--api-key", "test-key",
+		       (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	close(in[0]);
+	emu_stdin = in[1]; /* the emulator quits when this closes */
+	f = fdopen(out[0], "r");
+	cr_assert(fgets(line, sizeof(line), f), "the Daytona emulator did not start");
+	fclose(f);
+	j = json_loads(line, 0, NULL);
+	cr_assert_not_null(j, "emulator said: %s", line);
+	snprintf(api_url, sizeof(api_url), "%s", json_string_value(json_object_get(j, "apiUrl")));
+	json_decref(j);
+	cr_assert(sscanf(api_url, "http://127.0.0.1:%d/", &emu_port) == 1, "%s", api_url);
+}
+
+/* A blocking call to the emulator (the loop is not running meanwhile).
+ * Returns the HTTP status; the body into out (NUL-terminated). */
+static int admin(const char *method, const char *path, const char *body, char *out,
+		 size_t n)
+{
+	struct sockaddr_in sa = { 0 };
+	char req[4096], buf[65536];
+	size_t got = 0;
+	ssize_t r;
+	int fd, status = 0;
+	char *b;
+
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)emu_port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		 "Authorization: Bearer test-key\r\nContent-Type: application/json\r\n"
+		 "Content-Length: %zu\r\n\r\n%s", method, path, body ? strlen(body) : 0,
+		 body ? body : "");
+	cr_assert_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while ((r = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fd);
+	buf[got] = 0;
+	sscanf(buf, "HTTP/%*s %d", &status);
+	b = strstr(buf, "\r\n\r\n");
+	if (out)
+		snprintf(out, n, "%s", b ? b + 4 : "");
+	return status;
+}
+
+static void fault(const char *route, int status, int count, int latency_ms)
+{
+	char body[512];
+
+	snprintf(body, sizeof(body), "{\"route\":\"%s\",\"status\":%d,\"count\":%d,\"latencyMs\":%d}",
+		 route, status, count, latency_ms);
+	cr_assert_eq(admin("POST", "/_emulator/faults", body, NULL, 0), 200);
+}
+
+/* Calls of a route since the last reset. */
+static int calls(const char *route)
+{
+	char body[65536];
+	json_t *j;
+	int n;
+
+	cr_assert_eq(admin("GET", "/_emulator/calls", NULL, body, sizeof(body)), 200);
+	j = json_loads(body, 0, NULL);
+	n = (int)json_integer_value(json_object_get(j, route));
+	json_decref(j);
+	return n;
+}
+
+static void reset_calls(void)
+{
+	admin("DELETE", "/_emulator/calls", NULL, NULL, 0);
+}
+
+/* The emulator's record of a sandbox (its state), or "" when gone. */
+static const char *emu_state(const char *id)
+{
+	static char state[64];
+	char path[256], body[65536];
+	json_t *j;
+
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	if (admin("GET", path, NULL, body, sizeof(body)) != 200)
+		return "";
+	j = json_loads(body, 0, NULL);
+	snprintf(state, sizeof(state), "%s", json_string_value(json_object_get(j, "state")));
+	json_decref(j);
+	return state;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void sink(void *ud, json_t *ev)
+{
+	(void)ud;
+	json_array_append(events, ev);
+}
+
+static void start(const char *extra)
+{
+	char conf[2048];
+
+	start_emulator();
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n"
+		 "[provider.daytona]\napi_url = %s\napi_key = test-key\nrequest_timeout = 2\n%s",
+		 dir, dir, api_url, extra);
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
+		     SR_OK);
+	ctx_up = 1;
+	ctx.event_sink = sink;
+	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "daytona");
+	cr_assert_not_null(p, "daytona provider not found in %s", getenv("SANDRUN_PLUGIN_PATH"));
+	cr_assert_eq(sr__plugin_start(&ctx, p), SR_OK, "%s", t_log_text());
+}
+
+static void setup(void)
+{
+	cr_assert_not_null(getenv("SANDRUN_PLUGIN_PATH"), "run under make check");
+	dir = t_tmpdir();
+	events = json_array();
+	t_log_capture();
+}
+
+static void teardown(void)
+{
+	if (ctx_up)
+		sr__ctx_cleanup(&ctx);
+	if (emu_stdin >= 0)
+		close(emu_stdin);
+	if (emu_pid > 0) {
+		kill(emu_pid, SIGTERM);
+		waitpid(emu_pid, NULL, 0);
+	}
+	json_decref(events);
+	free(dir);
+}
+
+TestSuite(daytona, .init = setup, .fini = teardown, .timeout = 240);
+
+static void reset(void)
+{
+	sr__wait_clear(&w);
+}
+
+/* Run the loop until the operation at w completed, within 60 s (valgrind
+ * in CI is slow; a guard timer on the stack would outlive a failed
+ * assertion). */
+static void d_wait(void)
+{
+	uint64_t t0 = uv_now(ctx.loop);
+
+	while (!w.done && uv_now(ctx.loop) - t0 < 60000) {
+		uv_run(ctx.loop, UV_RUN_NOWAIT);
+		usleep(1000);
+		uv_update_time(ctx.loop);
+	}
+	cr_assert(w.done, "an operation never completed; log: %s", t_log_text());
+}
+
+static void wait_ok(const char *what)
+{
+	d_wait();
+	cr_assert_eq(w.status, SR_OK, "%s: %d %s", what, w.status, w.message);
+}
+
+static const sr_pair session_label[] = { { "sandrun.session", "ses-1" } };
+
+static char *create_with(const sr_sandbox_spec *spec)
+{
+	static char id[128];
+	json_t *j;
+
+	reset();
+	cr_assert_eq(sr__provider_create(p, sr__next_req(), spec, sr__wait_done, &w), SR_OK);
+	wait_ok("create");
+	j = json_loads(w.json, 0, NULL);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+	return id;
+}
+
+static char *create(void)
+{
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, NULL, session_label, 1 };
+
+	return create_with(&spec);
+}
+
+/* --------------------------------------------------------------- create */
+
+Test(daytona, create_sends_env_labels_and_network_policy_and_reports_progress)
+{
+	const char *allow[] = { "10.0.0.0/8", "api.example.com", "192.168.1.1" };
+	sr_network_policy np = { sizeof(np), SR_NET_ALLOWLIST, allow, 3 };
+	sr_pair env[] = { { "GREETING", "hello" } };
+	sr_pair labels[] = { { "sandrun.session", "ses-9" }, { "sandrun.harness", "claude" } };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, env, 1, NULL, 0, &np, labels, 2 };
+	char path[256], body[65536];
+	json_t *j, *rec;
+	char *id;
+
+	start("auto_stop_minutes = 7\n");
+	id = create_with(&spec);
+	j = json_loads(w.json, 0, NULL);
+	cr_assert(strstr(json_string_value(json_object_get(j, "workspace")), "/workspace"), "%s",
+		  w.json);
+	cr_assert_not_null(json_string_value(json_object_get(j, "home")));
+	json_decref(j);
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	cr_assert_eq(admin("GET", path, NULL, body, sizeof(body)), 200);
+	rec = json_loads(body, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(rec, "state")), "started");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(rec, "env"), "GREETING")),
+			 "hello");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(rec, "labels"),
+							   "sandrun.harness")), "claude");
+	cr_assert(json_is_false(json_object_get(rec, "networkBlockAll")));
+	cr_assert_str_eq(json_string_value(json_object_get(rec, "networkAllowList")),
+			 "10.0.0.0/8,192.168.1.1/32", "%s", body);
+	cr_assert_str_eq(json_string_value(json_object_get(rec, "domainAllowList")),
+			 "api.example.com");
+	cr_assert_eq(json_integer_value(json_object_get(rec, "autoStopInterval")), 7);
+	json_decref(rec);
+	/* Progress: at least the first state and 'started', naming the sandbox. */
+	cr_assert_geq(json_array_size(events), 2, "events: %s", json_dumps(events, 0));
+	j = json_array_get(events, json_array_size(events) - 1);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "sandbox.progress");
+	cr_assert_str_eq(json_string_value(json_object_get(j, "sandbox")), id);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "started");
+}
+
+Test(daytona, network_off_blocks_all)
+{
+	sr_network_policy np = { sizeof(np), SR_NET_OFF, NULL, 0 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
+	char path[256], body[65536];
+	char *id;
+
+	start("");
+	id = create_with(&spec);
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	admin("GET", path, NULL, body, sizeof(body));
+	cr_assert(strstr(body, "\"networkBlockAll\":true"), "%s", body);
+}
+
+/* On the first progress event, the emulator forces the sandbox into error. */
+static void sink_forcing_error(void *ud, json_t *ev)
+{
+	char path[256];
+	const char *id = json_string_value(json_object_get(ev, "sandbox"));
+
+	(void)ud;
+	json_array_append(events, ev);
+	if (json_array_size(events) == 1) {
+		snprintf(path, sizeof(path), "/_emulator/sandbox/%s/error", id);
+		admin("POST", path, "{\"errorReason\":\"disk quota exceeded\"}", NULL, 0);
+	}
+}
+
+Test(daytona, create_ending_in_error_deletes_the_sandbox_and_names_the_error)
+{
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, NULL, NULL, 0 };
+	const char *id;
+
+	start("");
+	admin("POST", "/_emulator/config", "{\"transitionMs\":300}", NULL, 0);
+	ctx.event_sink = sink_forcing_error;
+	reset();
+	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_neq(w.status, SR_OK);
+	cr_assert(strstr(w.message, "state 'error'") && strstr(w.message, "disk quota exceeded") &&
+		  strstr(w.message, "deleted"), "%s", w.message);
+	id = json_string_value(json_object_get(json_array_get(events, 0), "sandbox"));
+	cr_assert(strstr(w.message, id), "%s", w.message);
+	cr_assert_str_eq(emu_state(id), "", "the errored sandbox was not deleted");
+}
+
+Test(daytona, bad_input_is_refused_with_a_clear_message)
+{
+	const char *allow[] = { "a.com,b.com" };
+	sr_network_policy np = { sizeof(np), SR_NET_ALLOWLIST, allow, 1 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &np, NULL, 0 };
+
+	start("");
+	reset();
+	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
+	cr_assert(!w.done, "the refusal came from inside the call");
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "'a.com,b.com'"), "%s", w.message);
+	reset();
+	cr_assert_eq(sr__provider_destroy(p, 2, "../etc", sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "invalid sandbox id '../etc'"), "%s", w.message);
+	cr_assert_eq(calls("POST /api/sandbox"), 0);
+}
+
+Test(daytona, a_missing_api_key_stops_the_plugin_and_says_how_to_set_it)
+{
+	char conf[1024];
+
+	start_emulator();
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n"
+		 "[provider.daytona]\napi_url = %s\n", dir, dir, api_url);
+	unsetenv("SANDRUN_PROVIDER_DAYTONA_API_KEY");
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
+		     SR_OK);
+	ctx_up = 1;
+	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "daytona");
+	cr_assert_neq(sr__plugin_start(&ctx, p), SR_OK);
+	cr_assert(strstr(t_log_text(), "SANDRUN_PROVIDER_DAYTONA_API_KEY"), "%s", t_log_text());
+}
+
+Test(daytona, the_api_key_never_reaches_the_log)
+{
+	start("");
+	reset();
+	sr__provider_reconnect(p, 1, "no-such-sandbox", NULL, sr__wait_done, &w);
+	d_wait();
+	cr_assert(strstr(t_log_text(), "test-key") == NULL, "%s", t_log_text());
+}
+
+/* ------------------------------------------------------------ reconnect */
+
+Test(daytona, reconnect_starts_a_stopped_sandbox)
+{
+	char *id;
+
+	start("");
+	id = create();
+	reset();
+	sr__provider_park(p, 1, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	wait_ok("park");
+	cr_assert_str_eq(emu_state(id), "stopped");
+	reset_calls();
+	reset();
+	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
+	wait_ok("reconnect");
+	cr_assert(strstr(w.json, id));
+	cr_assert_str_eq(emu_state(id), "started");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/start"), 1);
+}
+
+Test(daytona, reconnect_of_a_missing_or_errored_sandbox_is_terminal)
+{
+	char path[256];
+	char *id;
+
+	start("");
+	reset();
+	sr__provider_reconnect(p, 1, "0b6c3d2e-no-such", NULL, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "0b6c3d2e-no-such") && strstr(w.message, "404"), "%s",
+		  w.message);
+	id = create();
+	snprintf(path, sizeof(path), "/_emulator/sandbox/%s/error", id);
+	admin("POST", path, "{\"errorReason\":\"runner lost\"}", NULL, 0);
+	reset();
+	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ENOTFOUND);
+	cr_assert(strstr(w.message, "state 'error'") && strstr(w.message, "runner lost"), "%s",
+		  w.message);
+}
+
+Test(daytona, reconnect_after_5xx_or_timeout_is_transient)
+{
+	char *id;
+
+	start("");
+	id = create();
+	fault("GET /api/sandbox/{id}", 503, 1, 0);
+	reset();
+	sr__provider_reconnect(p, 1, id, NULL, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_EHTTP, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "transient"), "%s", w.message);
+	fault("GET /api/sandbox/{id}", 0, 1, 3000); /* beyond request_timeout = 2 */
+	reset();
+	sr__provider_reconnect(p, 2, id, NULL, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ETIMEDOUT, "%d %s", w.status, w.message);
+	reset();
+	sr__provider_reconnect(p, 3, id, NULL, sr__wait_done, &w);
+	wait_ok("reconnect once the API answers again");
+}
+
+Test(daytona, reconnect_converges_network_settings_only_when_they_differ)
+{
+	const char *allow[] = { "10.1.0.0/16" };
+	sr_network_policy open = { sizeof(open), SR_NET_OPEN, NULL, 0 };
+	sr_network_policy off = { sizeof(off), SR_NET_OFF, NULL, 0 };
+	sr_network_policy some = { sizeof(some), SR_NET_ALLOWLIST, allow, 1 };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, &open, NULL, 0 };
+	char path[256], body[65536];
+	char *id;
+
+	start("");
+	id = create_with(&spec);
+	reset_calls();
+	reset();
+	sr__provider_reconnect(p, 1, id, &open, sr__wait_done, &w);
+	wait_ok("reconnect, same policy");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/network-settings"), 0);
+	reset();
+	sr__provider_reconnect(p, 2, id, &off, sr__wait_done, &w);
+	wait_ok("reconnect, network off");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/network-settings"), 1);
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	admin("GET", path, NULL, body, sizeof(body));
+	cr_assert(strstr(body, "\"networkBlockAll\":true"), "%s", body);
+	reset();
+	sr__provider_reconnect(p, 3, id, &off, sr__wait_done, &w);
+	wait_ok("reconnect, off again");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/network-settings"), 1);
+	reset();
+	sr__provider_reconnect(p, 4, id, &some, sr__wait_done, &w);
+	wait_ok("reconnect, allowlist");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/network-settings"), 2);
+	admin("GET", path, NULL, body, sizeof(body));
+	cr_assert(strstr(body, "\"networkAllowList\":\"10.1.0.0/16\"") &&
+		  strstr(body, "\"networkBlockAll\":false"), "%s", body);
+	reset();
+	sr__provider_reconnect(p, 5, id, NULL, sr__wait_done, &w);
+	wait_ok("reconnect, no policy");
+	cr_assert_eq(calls("POST /api/sandbox/{id}/network-settings"), 2);
+}
+
+/* ---------------------------------------------------- park and destroy */
+
+Test(daytona, park_running_leaves_it_started_and_park_stopped_stops_it)
+{
+	char *id;
+
+	start("");
+	id = create();
+	reset();
+	sr__provider_park(p, 1, id, SR_PARK_RUNNING, sr__wait_done, &w);
+	wait_ok("park running");
+	cr_assert(strstr(w.json, "\"running\""), "%s", w.json);
+	cr_assert_str_eq(emu_state(id), "started");
+	reset();
+	sr__provider_park(p, 2, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	wait_ok("park stopped");
+	cr_assert(strstr(w.json, "\"stopped\""), "%s", w.json);
+	cr_assert_str_eq(emu_state(id), "stopped");
+}
+
+Test(daytona, a_park_that_fails_deletes_the_sandbox_and_says_it_is_gone)
+{
+	char *id;
+
+	start("");
+	id = create();
+	fault("POST /api/sandbox/{id}/stop", 500, 1, 0);
+	reset();
+	sr__provider_park(p, 1, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	d_wait();
+	/* SR_ENOTFOUND: the caller must forget the sandbox. */
+	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "deleted instead") && strstr(w.message, id), "%s", w.message);
+	cr_assert(strstr(w.json, "\"deleted\":true"), "%s", w.json);
+	cr_assert_str_eq(emu_state(id), "");
+}
+
+Test(daytona, destroy_retries_409_and_waits_for_the_404)
+{
+	char *id;
+
+	start("");
+	id = create();
+	reset_calls();
+	fault("DELETE /api/sandbox/{id}", 409, 2, 0);
+	reset();
+	sr__provider_destroy(p, 1, id, sr__wait_done, &w);
+	wait_ok("destroy");
+	cr_assert_eq(calls("DELETE /api/sandbox/{id}"), 3);
+	cr_assert_geq(calls("GET /api/sandbox/{id}"), 1, "no confirmation was asked");
+	cr_assert_str_eq(emu_state(id), "");
+	/* Destroying what is gone is done at once. */
+	reset();
+	sr__provider_destroy(p, 2, id, sr__wait_done, &w);
+	wait_ok("destroy again");
+}
+
+/* ---------------------------------------------------------------- files */
+
+Test(daytona, file_operations_round_trip)
+{
+	json_t *list;
+	char *id;
+
+	start("");
+	id = create();
+	reset();
+	sr__provider_file_mkdir(p, 1, id, "src", 0755, sr__wait_done, &w);
+	wait_ok("mkdir");
+	reset();
+	sr__provider_file_put(p, 2, id, "src/a.txt", "alpha", 5, 0600, sr__wait_done, &w);
+	wait_ok("put");
+	reset();
+	sr__provider_file_rename(p, 3, id, "src/a.txt", "src/b.txt", sr__wait_done, &w);
+	wait_ok("rename");
+	reset();
+	sr__provider_file_list(p, 4, id, "src", sr__wait_done, &w);
+	wait_ok("list");
+	list = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(list), 1, "%s", w.json);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "name")), "b.txt");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(list, 0), "type")), "file");
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(list, 0), "size")), 5);
+	json_decref(list);
+	reset();
+	sr__provider_file_get(p, 5, id, "src/b.txt", 0, sr__wait_done, &w);
+	wait_ok("get");
+	cr_assert_eq(w.len, 5);
+	cr_assert(memcmp(w.data, "alpha", 5) == 0);
+	reset();
+	sr__provider_file_get(p, 6, id, "src/b.txt", 3, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ETOOBIG, "%d %s", w.status, w.message);
+	reset();
+	sr__provider_file_remove(p, 7, id, "src", sr__wait_done, &w);
+	wait_ok("remove");
+	reset();
+	sr__provider_file_get(p, 8, id, "src/b.txt", 0, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ENOTFOUND, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, id) && strstr(w.message, "404"), "%s", w.message);
+}
+
+Test(daytona, files_of_a_stopped_sandbox_say_so)
+{
+	char *id;
+
+	start("");
+	id = create();
+	reset();
+	sr__provider_park(p, 1, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	wait_ok("park");
+	reset();
+	sr__provider_file_get(p, 2, id, "x", 0, sr__wait_done, &w);
+	d_wait();
+	cr_assert_eq(w.status, SR_ESTATE, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "Is the Sandbox started?"), "%s", w.message);
+}
+
+/* ----------------------------------------------------------------- exec */
+
+typedef struct out {
+	char buf[65536], err[4096];
+	size_t len, elen;
+	int exited, status, failed, fstatus;
+	char fmsg[600];
+} out;
+
+static void o_out(void *ud, const void *d, size_t n)
+{
+	out *o = ud;
+
+	if (n == 0)
+		return; /* the end of stdout */
+	if (o->len + n < sizeof(o->buf)) {
+		memcpy(o->buf + o->len, d, n);
+		o->len += n;
+		o->buf[o->len] = 0;
+	}
+}
+
+static void o_err(void *ud, const void *d, size_t n)
+{
+	out *o = ud;
+
+	if (n == 0)
+		return; /* the end of stderr */
+	if (o->elen + n < sizeof(o->err)) {
+		memcpy(o->err + o->elen, d, n);
+		o->elen += n;
+		o->err[o->elen] = 0;
+	}
+}
+
+static void o_exit(void *ud, int status, int sig)
+{
+	out *o = ud;
+
+	(void)sig;
+	o->exited = 1;
+	o->status = status;
+}
+
+static void o_failed(void *ud, int status, const char *msg)
+{
+	out *o = ud;
+
+	o->failed = 1;
+	o->fstatus = status;
+	snprintf(o->fmsg, sizeof(o->fmsg), "%s", msg ? msg : "");
+}
+
+static const sr_channel_callbacks o_cbs = { sizeof(o_cbs), o_out, o_err, o_exit, o_failed };
+
+/* Run the loop until cond holds, within ms (bounded: slow under valgrind). */
+#define RUN_UNTIL(cond, ms) do { \
+		uint64_t t0_ = uv_now(ctx.loop); \
+		while (!(cond) && uv_now(ctx.loop) - t0_ < (ms)) { \
+			uv_run(ctx.loop, UV_RUN_NOWAIT); \
+			usleep(2000); \
+			uv_update_time(ctx.loop); \
+		} \
+	} while (0)
+
+Test(daytona, exec_is_a_duplex_channel_with_stderr_kept_apart)
+{
+	const char *argv[] = { "sh", "-c",
+			       "echo \"cwd=$(pwd)\"; read line; echo \"got:$line:$V\"; echo oops >&2; exit 3",
+			       NULL };
+	sr_pair env[] = { { "V", "x y" } };
+	sr_exec_spec spec = { sizeof(spec), argv, env, 1, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 7, id, &spec, &o_cbs, &o), SR_OK);
+	cr_assert_eq(sr__provider_channel_write(p, 7, "hel", 3), SR_OK);
+	cr_assert_eq(sr__provider_channel_write(p, 7, "lo\n", 3), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "no exit (failed %d: %s) out=%s", o.failed, o.fmsg, o.buf);
+	cr_assert_eq(o.status, 3, "status %d out=%s err=%s log=%s", o.status, o.buf, o.err, t_log_text());
+	cr_assert(strstr(o.buf, "got:hello:x y\n"), "%s", o.buf);
+	cr_assert(strstr(o.buf, "/workspace\n"), "not in the workspace: %s", o.buf);
+	cr_assert(strstr(o.buf, "oops") == NULL, "stderr in stdout: %s", o.buf);
+	cr_assert_str_eq(o.err, "oops\n");
+	cr_assert_eq(sr__provider_channel_close_input(p, 7), SR_ENOTFOUND);
+}
+
+Test(daytona, a_dropped_output_stream_is_reattached_without_repeating_output)
+{
+	const char *argv[] = { "sh", "-c", "echo one; read x; echo two:$x", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char body[256];
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 8, id, &spec, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(strstr(o.buf, "one\n"), 10000);
+	cr_assert(strstr(o.buf, "one\n"), "%s", o.buf);
+	reset_calls();
+	cr_assert_eq(admin("POST", "/_emulator/streams/drop", NULL, body, sizeof(body)), 200);
+	cr_assert(strstr(body, "\"dropped\":1"), "%s", body);
+	cr_assert_eq(sr__provider_channel_write(p, 8, "z\n", 2), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, "one\ntwo:z\n");
+	cr_assert_geq(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs"), 1);
+}
+
+Test(daytona, a_stream_that_cannot_come_back_fails_the_channel_loudly)
+{
+	const char *argv[] = { "sleep", "30", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char path[256];
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 9, id, &spec, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs") > 0, 10000);
+	/* The sandbox dies under the process: the stream drops, the toolbox
+	 * no longer answers for it. */
+	snprintf(path, sizeof(path), "/_emulator/sandbox/%s/error", id);
+	admin("POST", path, "{}", NULL, 0);
+	RUN_UNTIL(o.exited || o.failed, 20000);
+	cr_assert(o.failed, "the channel did not fail (exited %d)", o.exited);
+	cr_assert(strstr(o.fmsg, id), "%s", o.fmsg);
+}
+
+Test(daytona, signal_ends_the_process)
+{
+	const char *argv[] = { "sleep", "30", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 10, id, &spec, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs") > 0, 10000);
+	usleep(200000);
+	cr_assert_eq(sr__provider_channel_signal(p, 10, SIGTERM), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_eq(o.status, 128 + SIGTERM);
+}
+
+/* ---------------------------------------------------------------- watch */
+
+static void wt_event(void *ud, const char *name)
+{
+	json_array_append_new(ud, json_string(name));
+}
+
+static void wt_lost(void *ud, int status, const char *msg)
+{
+	(void)status;
+	(void)msg;
+	json_array_append_new(ud, json_string("LOST"));
+}
+
+Test(daytona, watch_reports_new_names)
+{
+	sr_watch_callbacks cbs = { sizeof(cbs), wt_event, wt_lost };
+	json_t *seen = json_array();
+	char *id;
+
+	start("");
+	cr_assert(sr__provider_capabilities(p) & SR_CAP_WATCH);
+	id = create();
+	reset();
+	sr__provider_file_mkdir(p, 1, id, "relay", 0700, sr__wait_done, &w);
+	wait_ok("mkdir");
+	cr_assert_eq(sr__provider_watch(p, 2, id, "relay", &cbs, seen, NULL, 0), SR_OK);
+	reset();
+	sr__provider_file_put(p, 3, id, "relay/a.req", "{}", 2, 0, sr__wait_done, &w);
+	wait_ok("put");
+	RUN_UNTIL(json_array_size(seen) > 0, 10000);
+	cr_assert_str_eq(json_string_value(json_array_get(seen, 0)), "a.req");
+	cr_assert_eq(sr__provider_cancel(p, 2), SR_OK);
+	json_decref(seen);
+}
+
+/* --------------------------------------------------------- list, status */
+
+Test(daytona, list_finds_sandboxes_by_label_and_status_inspects_without_starting)
+{
+	sr_pair mine[] = { { "sandrun.session", "ses-a" } };
+	sr_pair other[] = { { "sandrun.session", "ses-b" } };
+	sr_sandbox_spec a = { sizeof(a), NULL, NULL, 0, NULL, 0, NULL, mine, 1 };
+	sr_sandbox_spec b = { sizeof(b), NULL, NULL, 0, NULL, 0, NULL, other, 1 };
+	char ida[128], idb[128];
+	json_t *j;
+
+	start("");
+	snprintf(ida, sizeof(ida), "%s", create_with(&a));
+	snprintf(idb, sizeof(idb), "%s", create_with(&b));
+	reset();
+	cr_assert_eq(sr__provider_list(p, 1, mine, 1, sr__wait_done, &w), SR_OK);
+	wait_ok("list by label");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(j), 1, "%s", w.json);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "id")), ida);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "state")), "running");
+	json_decref(j);
+	reset();
+	cr_assert_eq(sr__provider_list(p, 2, NULL, 0, sr__wait_done, &w), SR_OK);
+	wait_ok("list all");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(j), 2, "%s", w.json);
+	json_decref(j);
+	reset();
+	sr__provider_park(p, 3, idb, SR_PARK_STOPPED, sr__wait_done, &w);
+	wait_ok("park");
+	reset();
+	cr_assert_eq(sr__provider_status(p, 4, idb, sr__wait_done, &w), SR_OK);
+	wait_ok("status");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "stopped", "%s", w.json);
+	cr_assert_str_eq(json_string_value(json_object_get(j, "network")), "open", "%s", w.json);
+	json_decref(j);
+	cr_assert_str_eq(emu_state(idb), "stopped", "status started it");
+	reset();
+	cr_assert_eq(sr__provider_status(p, 5, "no-such-sandbox", sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_ENOTFOUND);
+}
+
+Test(daytona, cancel_ends_an_operation_with_ecanceled)
+{
+	char *id;
+
+	start("");
+	id = create();
+	fault("GET /api/sandbox/{id}", 0, 1, 1500);
+	reset();
+	cr_assert_eq(sr__provider_status(p, 77, id, sr__wait_done, &w), SR_OK);
+	cr_assert_eq(sr__provider_cancel(p, 77), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_ECANCELED);
+}
+
+/* The round trip the ACP traffic makes: a line to the process's stdin
+ * (one input POST), its echo on the followed stdout. Prints the figures
+ * (doc/daytona.md quotes them); checks order and completeness. */
+Test(daytona, exec_round_trips_keep_order_and_are_timed)
+{
+	enum { N = 50 };
+	const char *argv[] = { "sh", "-c",
+			       "i=0; while [ $i -lt 50 ] && read l; do echo \"$l\"; i=$((i+1)); done",
+			       NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	char expect[N * 16] = "", line[32];
+	uint64_t t0, total = 0, worst = 0;
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 11, id, &spec, &o_cbs, &o), SR_OK);
+	for (int i = 0; i < N; i++) {
+		size_t before = o.len;
+		uint64_t ms;
+
+		snprintf(line, sizeof(line), "line %d\n", i);
+		strcat(expect, line);
+		uv_update_time(ctx.loop);
+		t0 = uv_hrtime();
+		cr_assert_eq(sr__provider_channel_write(p, 11, line, strlen(line)), SR_OK);
+		RUN_UNTIL(o.len >= before + strlen(line) || o.failed, 20000);
+		cr_assert(o.len >= before + strlen(line), "line %d did not come back: %s", i, o.buf);
+		ms = (uv_hrtime() - t0) / 1000000;
+		total += ms;
+		worst = ms > worst ? ms : worst;
+	}
+	RUN_UNTIL(o.exited || o.failed, 20000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, expect);
+	fprintf(stderr, "daytona exec round trip (emulator, toolbox session): %d lines, "
+		"mean %.1f ms, worst %llu ms\n", N, (double)total / N, (unsigned long long)worst);
+}
+
+Test(daytona, input_to_a_command_not_started_yet_is_tried_again)
+{
+	const char *argv[] = { "sh", "-c", "read x; echo got:$x", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	/* The toolbox answers 409 while the command waits in its session. */
+	fault("POST /toolbox/{id}/process/session/{sid}/command/{cid}/input", 409, 2, 0);
+	cr_assert_eq(sr__provider_exec(p, 12, id, &spec, &o_cbs, &o), SR_OK);
+	cr_assert_eq(sr__provider_channel_write(p, 12, "y\n", 2), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, "got:y\n");
+	cr_assert_eq(calls("POST /toolbox/{id}/process/session/{sid}/command/{cid}/input"), 3);
+}
