@@ -28,6 +28,13 @@ struct sr__http {
 	uv_timer_t timer;
 	sr_http_call *calls; /* running calls, for free */
 	int closing;
+	/* Inside curl_multi_socket_action: its callbacks (a stream's chunks)
+	 * may start or end calls, which libcurl forbids from there
+	 * (CURLM_RECURSIVE_API_CALL). Those wait for the kick, once the
+	 * loop is back. */
+	int in_curl;
+	int kick_armed;
+	uv_timer_t kick;
 };
 
 struct sr_http_call {
@@ -47,6 +54,10 @@ struct sr_http_call {
 	uv_timer_t *idle;     /* a stream: the time allowed between two chunks */
 	uint64_t idle_ms;
 	char errbuf[CURL_ERROR_SIZE];
+	int added;            /* in the multi handle */
+	int ending;           /* finished from inside libcurl: done at the kick */
+	int end_status;
+	char *end_message;
 	sr_http_call *next, *prev;
 };
 
@@ -171,6 +182,8 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 	sr_http_call *c = ud;
 	size_t n = size * nmemb;
 
+	if (c->ending)
+		return n; /* its caller is told nothing more */
 	if (c->streaming) {
 		if (c->len + n > c->max) {
 			c->too_big = 1;
@@ -238,11 +251,23 @@ static void free_handle(uv_handle_t *h)
 	free(h);
 }
 
+static void arm_kick(sr__http *h);
+
 static void finish(sr_http_call *c, int status, const char *message)
 {
 	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
 	char *js = NULL;
 	long code = 0;
+
+	if (c->http->in_curl) {
+		if (!c->ending) {
+			c->ending = 1;
+			c->end_status = status;
+			c->end_message = message ? strdup(message) : NULL;
+			arm_kick(c->http);
+		}
+		return;
+	}
 
 	if (c->idle) {
 		uv_timer_stop(c->idle);
@@ -250,7 +275,8 @@ static void finish(sr_http_call *c, int status, const char *message)
 		c->idle = NULL;
 	}
 	unlink_call(c);
-	curl_multi_remove_handle(c->http->multi, c->easy);
+	if (c->added)
+		curl_multi_remove_handle(c->http->multi, c->easy);
 	if (status == SR_OK && c->streaming) {
 		stream_headers(c);
 	} else if (status == SR_OK) {
@@ -266,6 +292,7 @@ static void finish(sr_http_call *c, int status, const char *message)
 	}
 	c->done(c->ud, &r);
 	free(js);
+	free(c->end_message);
 	curl_easy_cleanup(c->easy);
 	curl_slist_free_all(c->headers);
 	free(c->body_copy);
@@ -324,6 +351,8 @@ static void check_done(sr__http *h)
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+		if (c->ending)
+			continue; /* the kick ends it as it was asked */
 		if (m->data.result == CURLE_OK) {
 			finish(c, SR_OK, NULL);
 			continue;
@@ -354,7 +383,9 @@ static void on_poll(uv_poll_t *p, int status, int events)
 		flags |= CURL_CSELECT_IN;
 	if (events & UV_WRITABLE)
 		flags |= CURL_CSELECT_OUT;
+	s->http->in_curl++;
 	curl_multi_socket_action(s->http->multi, s->fd, flags, &running);
+	s->http->in_curl--;
 	check_done(s->http);
 }
 
@@ -404,8 +435,38 @@ static void on_timeout(uv_timer_t *t)
 	sr__http *h = t->data;
 	int running;
 
+	h->in_curl++;
 	curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	h->in_curl--;
 	check_done(h);
+}
+
+/* Calls started or ended from inside libcurl, now that it is not. */
+static void on_kick(uv_timer_t *t)
+{
+	sr__http *h = t->data;
+	sr_http_call *c, *next;
+
+	h->kick_armed = 0;
+	for (c = h->calls; c; c = next) {
+		next = c->next;
+		if (c->ending) {
+			finish(c, c->end_status, c->end_message);
+		} else if (!c->added) {
+			if (curl_multi_add_handle(h->multi, c->easy) == CURLM_OK)
+				c->added = 1;
+			else
+				finish(c, SR_ENOMEM, "cannot start the HTTP request");
+		}
+	}
+}
+
+static void arm_kick(sr__http *h)
+{
+	if (!h->kick_armed) {
+		h->kick_armed = 1;
+		uv_timer_start(&h->kick, on_kick, 0, 0);
+	}
 }
 
 static int on_timer(CURLM *multi, long ms, void *userp)
@@ -439,6 +500,8 @@ sr__http *sr__http_new(uv_loop_t *loop)
 	}
 	uv_timer_init(loop, &h->timer);
 	h->timer.data = h;
+	uv_timer_init(loop, &h->kick);
+	h->kick.data = h;
 	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
 	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
 	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer);
@@ -453,6 +516,8 @@ static void on_timer_closed(uv_handle_t *t)
 {
 	sr__http *h = t->data;
 
+	if (--h->closing > 0)
+		return; /* the other timer's close is still to come */
 	curl_multi_cleanup(h->multi);
 	free(h);
 }
@@ -465,7 +530,10 @@ void sr__http_free(sr__http *h)
 	while (h->calls)
 		sr__http_cancel(h->calls); // NOLINT(clang-analyzer-unix.Malloc)
 	uv_timer_stop(&h->timer);
+	uv_timer_stop(&h->kick);
+	h->closing = 2;
 	uv_close((uv_handle_t *)&h->timer, on_timer_closed);
+	uv_close((uv_handle_t *)&h->kick, on_timer_closed);
 }
 
 void sr__http_cancel(sr_http_call *c)
@@ -588,7 +656,10 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 	}
 	if (stream)
 		stream_setup(c, req, stream);
-	if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
+	if (h->in_curl) {
+		/* Started from a callback of libcurl's: added at the kick. */
+		arm_kick(h);
+	} else if (curl_multi_add_handle(h->multi, c->easy) != CURLM_OK) {
 		if (c->idle)
 			uv_close((uv_handle_t *)c->idle, free_handle);
 		curl_easy_cleanup(c->easy);
@@ -598,6 +669,8 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		free(c);
 		fail_now(done, ud, SR_ENOMEM, "cannot start the HTTP request");
 		return NULL;
+	} else {
+		c->added = 1;
 	}
 	c->next = h->calls;
 	if (h->calls)

@@ -209,7 +209,8 @@ static int add_credentials(sr__run *r)
 
 /* The adapters start with "#!/usr/bin/env node": when sandrun's own
  * Node.js runtime is installed on this host, it comes first on their PATH.
- * A remote sandbox's node comes with its image. */
+ * A remote sandbox's comes with its image, at remote_harness_dir/node (see
+ * sandrun image-recipe), before the usual directories. */
 static void add_node_runtime(sr__run *r)
 {
 	const char *base = getenv("PATH");
@@ -217,9 +218,15 @@ static void add_node_runtime(sr__run *r)
 	json_t *v;
 	size_t i, own = (size_t)-1;
 
-	if (sr__provider_capabilities(r->provider) & SR_CAP_REMOTE)
-		return;
-	if (!(bin = sr__node_runtime_bin(r->ctx)))
+	if (sr__provider_capabilities(r->provider) & SR_CAP_REMOTE) {
+		base = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+		bin = malloc(strlen(r->ctx->rc.remote_harness_dir) + 32);
+		if (bin)
+			sprintf(bin, "%s/node/node_modules/.bin", r->ctx->rc.remote_harness_dir);
+	} else {
+		bin = sr__node_runtime_bin(r->ctx);
+	}
+	if (!bin)
 		return;
 	json_array_foreach(r->env, i, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
