@@ -65,6 +65,7 @@ struct sr__run {
 	void (*remote_done)(sr__run *r);
 	int remote_index, remote_mkdir;
 	char remote_what[4400];
+	char remote_tmp[4300];
 	char machine[257];
 	size_t machine_len;
 	json_t *files;           /* harness files still to write */

@@ -236,20 +236,30 @@ static void remote_step(sr__run *r)
 		sr__run_started(r, rc, "prepare_failed", r->remote_what);
 		return;
 	case 4:
+		/* Beside it, then renamed over it: a shim an earlier agent still
+		 * runs cannot be written (ETXTBSY), but can be replaced. */
 		snprintf(r->shim_in_box, sizeof(r->shim_in_box), "%s/bin/sandrun-shim", dir);
-		snprintf(r->remote_what, sizeof(r->remote_what), "upload the shim to %s",
+		snprintf(r->remote_what, sizeof(r->remote_what), "upload the shim to %s.new",
 			 r->shim_in_box);
 		if (!(data = read_all(r->o.shim_path, &len))) {
 			sr__run_fail(r, "prepare_failed", "cannot read the shim %s: %s",
 				     r->o.shim_path, strerror(errno ? errno : EIO));
 			return;
 		}
+		snprintf(r->remote_tmp, sizeof(r->remote_tmp), "%s.new", r->shim_in_box);
 		rc = sr__provider_file_put(r->provider, sr__next_req(), r->sandbox_id,
-					   r->shim_in_box, data, len, 0755, on_step, r);
+					   r->remote_tmp, data, len, 0755, on_step, r);
 		free(data);
 		sr__run_started(r, rc, "prepare_failed", r->remote_what);
 		return;
 	case 5:
+		snprintf(r->remote_what, sizeof(r->remote_what), "put the shim in place at %s",
+			 r->shim_in_box);
+		rc = sr__provider_file_rename(r->provider, sr__next_req(), r->sandbox_id,
+					      r->remote_tmp, r->shim_in_box, on_step, r);
+		sr__run_started(r, rc, "prepare_failed", r->remote_what);
+		return;
+	case 6:
 		snprintf(r->specs, sizeof(r->specs), "%s/tool-specs.json", dir);
 		snprintf(r->relay_dir, sizeof(r->relay_dir), "%s/relay", dir);
 		snprintf(r->remote_what, sizeof(r->remote_what), "upload the tool specs to %s",

@@ -10,6 +10,8 @@
  *  - transient (SR_ETIMEDOUT, SR_ENETWORK, SR_ECONNREFUSED, SR_EHTTP for
  *    5xx): worth another try, the session keeps it;
  *  - the rest name what was refused (SR_EINVAL, SR_EPERM, SR_ESTATE). */
+#define _GNU_SOURCE 1 /* strptime, timegm */
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -949,6 +951,23 @@ static int labels_match(json_t *have, json_t *want)
 
 static int list_page(dy_op *op, const char *cursor);
 
+
+/* "created" (Unix seconds) from the record's createdAt (ISO 8601, UTC), for
+ * janitors; left out when the record has none or it does not parse. */
+static void add_created(json_t *item, json_t *rec)
+{
+	const char *at = json_string_value(json_object_get(rec, "createdAt"));
+	struct tm tm;
+	const char *end;
+
+	if (!item || !at)
+		return;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(at, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (end && (*end == '.' || *end == 'Z' || *end == '\0' || *end == '+'))
+		json_object_set_new(item, "created", json_integer((json_int_t)timegm(&tm)));
+}
+
 static void list_got(dy_op *op, const dy_resp *r)
 {
 	json_t *items, *it;
@@ -966,10 +985,12 @@ static void list_got(dy_op *op, const dy_resp *r)
 		json_t *labels = json_object_get(it, "labels");
 		if (!id || !labels_match(labels, op->body))
 			continue;
-		json_array_append_new(op->acc, json_pack("{s:s, s:s, s:s, s:O}", "id", id, "state",
+		json_t *item = json_pack("{s:s, s:s, s:s, s:o}", "id", id, "state",
 			dy__state_name(rec_state(it)), "daytona_state",
 			rec_state(it) ? rec_state(it) : "unknown",
-			"labels", json_is_object(labels) ? labels : json_object()));
+			"labels", json_is_object(labels) ? json_incref(labels) : json_object());
+		add_created(item, it);
+		json_array_append_new(op->acc, item);
 	}
 	cursor = json_string_value(json_object_get(r->json, "nextCursor"));
 	if (cursor && *cursor && json_array_size(items) && ++op->attempts < 100) {
@@ -1039,11 +1060,12 @@ static void status_got(dy_op *op, const dy_resp *r)
 		return;
 	}
 	labels = json_object_get(r->json, "labels");
-	j = json_pack("{s:s, s:s, s:s, s:O, s:s}", "id", op->id, "state",
+	j = json_pack("{s:s, s:s, s:s, s:o, s:s}", "id", op->id, "state",
 		      dy__state_name(rec_state(r->json)), "daytona_state",
 		      rec_state(r->json) ? rec_state(r->json) : "unknown", "labels",
-		      json_is_object(labels) ? labels : json_object(), "network",
+		      json_is_object(labels) ? json_incref(labels) : json_object(), "network",
 		      net_name(r->json));
+	add_created(j, r->json);
 	if (j && is_failed(rec_state(r->json)))
 		json_object_set_new(j, "error", json_string(rec_reason(r->json)));
 	s = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -1,0 +1,110 @@
+#!/bin/sh
+# Turns on provider = daytona against the Daytona emulator
+# (tests/emulators/daytona.mjs) with the real claude adapter and the
+# scripted model: a platform tool through the relay bridge, a second turn
+# on the parked sandbox, a dropped log stream, a runner killed mid-call,
+# and the janitor.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+HARNESS=claude
+dir=${SANDRUN_HARNESS_DIR:-}/claude
+command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
+if [ -z "${SANDRUN_HARNESS_DIR:-}" ] || [ ! -x "$dir/node_modules/.bin/claude-agent-acp" ]; then
+	missing "the claude adapter is not installed in \$SANDRUN_HARNESS_DIR/claude (scripts/check installs it)"
+fi
+export SANDRUN_RUNNER_HARNESSES=claude
+export SANDRUN_HARNESS_CLAUDE_INSTALL_DIR="$dir"
+# The emulator's sandboxes are directories on this host: the adapters are
+# where install-harness put them, not in an image's /opt/sandrun.
+export SANDRUN_RUNNER_REMOTE_HARNESS_DIR="$SANDRUN_HARNESS_DIR"
+export SANDRUN_RUNNER_PROVIDER=daytona
+drive="node $SANDRUN_SRCDIR/tests/e2e/drive.mjs"
+field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+
+node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-test-key \
+	>"$T/emu.out" 2>"$T/emu.err" &
+emu_pid=$!
+start_callbacks
+trap 'kill $emu_pid $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+export SANDRUN_PROVIDER_DAYTONA_API_URL="$(field apiUrl "$T/emu.out")"
+export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-test-key
+admin=$(field adminUrl "$T/emu.out")
+[ -n "$admin" ] && ok "the emulator runs" || { fail "the emulator runs"; cat "$T/emu.err"; finish; exit 1; }
+
+cat >"$T/tools.json" <<JSON
+[{"name":"echo","description":"Echo the text back","permission":"allow",
+  "input_schema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},
+  "callback":{"url":"$CB_URL"}},
+ {"name":"slow","description":"Takes its time","permission":"allow",
+  "input_schema":{"type":"object","properties":{"ms":{"type":"integer"}}},
+  "callback":{"url":"$CB_URL","timeout_ms":30000}}]
+JSON
+call() { printf '{"tool_use":{"name":"mcp__sandrun-tools__%s","input":%s}}' "$1" "$2"; }
+printf '[%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"slow done"},%s,{"text":"never"},{"text":"after the restart"}]\n' \
+	"$(call echo '{"text":"platform says hi"}')" "$(call slow '{"ms":3000}')" \
+	"$(call slow '{"ms":4000}')" >"$T/script.json"
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
+	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
+model_pid=$!
+for _ in $(seq 100); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+url=$(field url "$T/model.out")
+export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
+
+expect "turn 1 on daytona" 0 $drive "$T/ev1" - - "$S" run --json --tools "$T/tools.json" \
+	--model-url "$url" "use the tools"
+grep_in "turn 1 ends end_turn" "$T/ev1" '"type":"run.finished","stop_reason":"end_turn"'
+grep_in "a sandbox was created" "$T/ev1" '"type":"sandbox.acquired","how":"created"'
+grep_in "the tool came through the bridge" "$T/ev1" '"relay.bridge.watch","state":"started"'
+test "$(grep -c ' echo$' "$CB_LOG")" -eq 1 && ok "the platform tool ran once" || fail "the platform tool ran once"
+grep 'tool_result' "$T/model.ndjson" | grep -q "platform says hi" &&
+	ok "the tool's result reached the model" || fail "the tool's result reached the model"
+session=$(field session "$T/ev1")
+box=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev1")
+
+expect "turn 2 resumes" 0 $drive "$T/ev2" - - "$S" run --json --session "$session" \
+	--tools "$T/tools.json" --model-url "$url" "and then?"
+grep_in "the parked sandbox is reconnected" "$T/ev2" '"type":"sandbox.acquired","how":"reconnected"'
+grep_in "it was stopped and started again" "$T/ev2" '"state":"stopped","operation":"reconnect"'
+grep_in "session/load" "$T/ev2" '"method":"session/load"'
+grep_in "turn 2 answers" "$T/ev2" '"text":"second turn ok"'
+
+# The agent's log stream is cut while a tool runs: re-attached, the turn
+# goes on, the tool ran once.
+$drive "$T/ev3" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
+	--model-url "$url" "be slow" >/dev/null 2>&1 &
+runner=$!
+for _ in $(seq 200); do grep -q '"type":"tool.call"' "$T/ev3" 2>/dev/null && break; sleep 0.05; done
+curl -s -X POST "$admin/streams/drop" >/dev/null && ok "streams dropped" || fail "streams dropped"
+wait $runner; rc=$?
+[ "$rc" -eq 0 ] && ok "the turn survived the drop" || fail "the turn survived the drop (exit $rc)"
+grep_in "its answer" "$T/ev3" '"text":"slow done"'
+test "$(grep -c ' slow$' "$CB_LOG")" -eq 1 && ok "the slow tool ran once" || fail "the slow tool ran once"
+
+# The runner is killed during a call; the next turn answers what was left
+# in the sandbox and never runs the tool again.
+$drive "$T/ev4" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
+	--model-url "$url" "be slower" >/dev/null 2>&1 &
+runner=$!
+for _ in $(seq 300); do [ "$(grep -c ' slow$' "$CB_LOG")" -ge 2 ] && break; sleep 0.05; done
+pkill -9 -P "$runner" 2>/dev/null; kill -9 "$runner" 2>/dev/null; wait "$runner" 2>/dev/null
+sleep 4.5 # the killed call's tool finishes; had anything run it again, the log would say so
+expect "a turn after the killed one" 0 $drive "$T/ev5" - - "$S" run --json --session "$session" \
+	--tools "$T/tools.json" --model-url "$url" "again"
+test "$(grep -c ' slow$' "$CB_LOG")" -eq 2 && ok "no tool ran twice" || fail "no tool ran twice"
+grep_in "the turn after the kill answers" "$T/ev5" '"type":"run.finished"'
+
+# Cleanup: the session's sandbox is kept, then, once nothing points at it,
+# deleted by the janitor.
+expect "sandbox list" 0 "$S" sandbox list
+grep_in "the run's sandbox is listed" "$T/out" "^$box .*$session"
+expect "janitor keeps what a session points at" 0 "$S" janitor --grace 0
+grep_in "kept" "$T/out" "^kept  *$box .*its session points at it"
+rm "$SANDRUN_RUNNER_STATE_DIR/sessions/$session.json"
+expect "janitor deletes the rest" 0 "$S" janitor --grace 0
+grep_in "deleted" "$T/out" "^deleted  *$box"
+expect "nothing of this runner is left" 0 "$S" sandbox list --json
+grep_in "an empty list" "$T/out" '^\[\]$'
+curl -s "$admin/calls" >"$T/calls.json"
+echo "# provider API calls over the whole test: $(cat "$T/calls.json")"
+finish
