@@ -310,3 +310,62 @@ Test(http, a_stalled_stream_times_out)
 	cr_assert_eq(w.status, SR_ETIMEDOUT, "status %d: %s", w.status, w.message);
 	cr_assert_str_eq(st.body, "a");
 }
+
+/* A chunk's callback starts another request and cancels its own stream:
+ * what a provider does when a channel's output asks for input. libcurl
+ * refuses both from inside its callbacks; they must still happen, and
+ * each call still ends exactly once. */
+static sr_http_call *inner_stream;
+static sr__wait inner_w;
+static int inner_chunks, stream_dones;
+static sr_result stream_end;
+
+static void inner_done(void *ud, const sr_result *r)
+{
+	(void)ud;
+	sr__wait_done(&inner_w, r);
+}
+
+static void chunk_starts_and_cancels(void *ud, const void *data, size_t len)
+{
+	char url[256];
+	sr_http_request req = { sizeof(req), "POST", url, NULL, 0, "from a chunk", 12, 0, 0 };
+
+	(void)ud;
+	(void)data;
+	(void)len;
+	if (inner_chunks++)
+		return;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/echo", port);
+	cr_assert_not_null(sr__http_request(http, &req, inner_done, NULL));
+	sr__http_cancel(inner_stream);
+}
+
+static void stream_done_once(void *ud, const sr_result *r)
+{
+	(void)ud;
+	stream_dones++;
+	stream_end.status = r->status;
+}
+
+Test(http, a_chunk_callback_may_start_a_request_and_cancel_its_stream)
+{
+	char url[256];
+	sr_http_request req = { sizeof(req), "GET", url, NULL, 0, NULL, 0, 5000, 0 };
+	sr_http_stream_callbacks cbs = { sizeof(cbs), NULL, chunk_starts_and_cancels,
+					 stream_done_once };
+	sr__ctx ctx = { .loop = &loop };
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/long", port);
+	inner_stream = sr__http_stream(http, &req, &cbs, NULL);
+	cr_assert_not_null(inner_stream);
+	t_wait(&ctx, &inner_w);
+	cr_assert_eq(inner_w.status, SR_OK, "%s", inner_w.message);
+	cr_assert_eq(inner_w.len, 12);
+	cr_assert_eq(memcmp(inner_w.data, "from a chunk", 12), 0);
+	for (int i = 0; i < 50 && !stream_dones; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	cr_assert_eq(stream_dones, 1, "the cancelled stream ended %d times", stream_dones);
+	cr_assert_eq(stream_end.status, SR_ECANCELED);
+	cr_assert_eq(inner_chunks, 1, "chunks reached the caller after it cancelled");
+}
