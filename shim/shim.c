@@ -692,7 +692,7 @@ static void read_input(line_buf *in)
 	char *nl;
 
 	if (in->cap - in->len < 65536) {
-		size_t cap = in->cap ? in->cap * 2 : 65536 * 2;
+		size_t cap = in->cap ? in->cap * 2 : (size_t)65536 * 2;
 		char *g = realloc(in->data, cap);
 		if (!g) {
 			/* Without memory, drop what is buffered, as one bad line. */

@@ -22,7 +22,7 @@
 #include "core/plugins/provider.h"
 #include "core/run/session.h"
 
-#define DEFAULT_GRACE (2 * 3600)
+#define DEFAULT_GRACE (2LL * 3600)
 
 int sr__cli_own_sandboxes(sr__ctx *ctx, sr__plugin *p, const sr_pair *extra,
 			  size_t n_extra, json_t **out)

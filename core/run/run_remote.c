@@ -225,10 +225,9 @@ static void remote_step(sr__run *r)
 	case 1:
 	case 2:
 	case 3:
-		if (r->remote_index == 2)
-			strcat(dir, "/bin");
-		else if (r->remote_index == 3)
-			strcat(dir, "/relay");
+		if (r->remote_index > 1)
+			snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "%s",
+				 r->remote_index == 2 ? "/bin" : "/relay");
 		r->remote_mkdir = 1;
 		snprintf(r->remote_what, sizeof(r->remote_what), "make %s", dir);
 		rc = sr__provider_file_mkdir(r->provider, sr__next_req(), r->sandbox_id, dir, 0700,
