@@ -92,6 +92,7 @@ sleep 4.5 # the killed call's tool finishes; had anything run it again, the log 
 expect "a turn after the killed one" 0 $drive "$T/ev5" - - "$S" run --json --session "$session" \
 	--tools "$T/tools.json" --model-url "$url" "again"
 test "$(grep -c ' slow$' "$CB_LOG")" -eq 2 && ok "no tool ran twice" || fail "no tool ran twice"
+grep_in "the killed runner's agent and watch were ended" "$T/err" "ended [0-9]* session(s) of an earlier runner"
 grep_in "the turn after the kill answers" "$T/ev5" '"type":"run.finished"'
 
 # Cleanup: the session's sandbox is kept, then, once nothing points at it,

@@ -696,13 +696,70 @@ static int policy_differs(dy_op *op)
 	return differs;
 }
 
+/* Whether one of this runner's live channels holds session sid. */
+static int own_session(dy *d, const char *sid)
+{
+	for (dy_chan *c = d->chans; c; c = c->next)
+		if (strcmp(c->sid, sid) == 0)
+			return 1;
+	return 0;
+}
+
+/* A reconnected sandbox runs nothing of an earlier runner: sessions this
+ * plugin made (sandrun-*) that no live channel holds belonged to a runner
+ * that ended without parking (killed mid-turn); their agent and watch would
+ * go on calling tools. Deleting a session ends its commands. Best effort:
+ * a failure is logged and the reconnect goes on. */
+static void sessions_listed(dy_op *op, const dy_resp *r)
+{
+	const char *toolbox = dy__box_toolbox(op->d, op->id);
+	json_t *s;
+	size_t i, n = 0;
+
+	if (r->status != SR_OK || r->http != 200 || !json_is_array(r->json)) {
+		op->d->host->log(op->d->host, SR_LOG_WARN,
+				 "daytona: sandbox '%s': cannot list its sessions (%s); an "
+				 "earlier runner's processes may still run", op->id,
+				 r->why ? r->why : "no answer");
+	} else {
+		json_array_foreach(r->json, i, s) {
+			const char *sid = json_string_value(json_object_get(s, "sessionId"));
+			char url[1024];
+			if (!sid || strncmp(sid, "sandrun-", 8) != 0 || own_session(op->d, sid) ||
+			    !toolbox)
+				continue;
+			snprintf(url, sizeof(url), "%s/process/session/%s", toolbox, sid);
+			if (dy__fire_and_forget(op->d, "DELETE", url, NULL) == SR_OK)
+				n++;
+		}
+		if (n)
+			op->d->host->log(op->d->host, SR_LOG_WARN,
+					 "daytona: sandbox '%s': ended %zu session(s) of an "
+					 "earlier runner", op->id, n);
+	}
+	dy__ensure_home(op, finish_acquired);
+}
+
+static void reap_sessions(dy_op *op)
+{
+	const char *toolbox = dy__box_toolbox(op->d, op->id);
+	char url[1024];
+
+	if (!toolbox) {
+		dy__ensure_home(op, finish_acquired);
+		return;
+	}
+	snprintf(url, sizeof(url), "%s/process/session", toolbox);
+	dy__api(op, "GET", url, NULL, NULL, 0, 1 << 20, sessions_listed);
+}
+
 static void converged(dy_op *op, const dy_resp *r)
 {
 	if (r->status != SR_OK || r->http >= 300) {
 		dy__op_fail(op, r);
 		return;
 	}
-	dy__ensure_home(op, finish_acquired);
+	reap_sessions(op);
 }
 
 static void converge(dy_op *op)
@@ -716,7 +773,7 @@ static void converge(dy_op *op)
 		return;
 	}
 	if (!op->has_policy || !policy_differs(op)) {
-		dy__ensure_home(op, finish_acquired);
+		reap_sessions(op);
 		return;
 	}
 	body = json_object();
