@@ -49,6 +49,8 @@ static void on_machine_out(void *ud, const void *data, size_t len)
 	sr__run *r = ud;
 	size_t room = MACHINE_OUT_MAX - r->machine_len;
 
+	if (!data || !len)
+		return;
 	if (len > room)
 		len = room;
 	memcpy(r->machine + r->machine_len, data, len);

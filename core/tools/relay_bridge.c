@@ -437,7 +437,8 @@ static void on_op(void *ud, const sr_result *r)
 			if (!it->data) {
 				failed(it, SR_ENOMEM, "out of memory");
 			} else {
-				memcpy(it->data, r->data, r->len);
+				if (r->len)
+					memcpy(it->data, r->data, r->len);
 				if (write_local(it, why, sizeof(why)) != 0) {
 					failed(it, SR_EIO, why);
 				} else {
