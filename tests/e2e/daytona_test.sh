@@ -95,6 +95,38 @@ test "$(grep -c ' slow$' "$CB_LOG")" -eq 2 && ok "no tool ran twice" || fail "no
 grep_in "the killed runner's agent and watch were ended" "$T/err" "ended [0-9]* session(s) of an earlier runner"
 grep_in "the turn after the kill answers" "$T/ev5" '"type":"run.finished"'
 
+# Codex and Pi on Daytona: one turn each with a platform tool (Pi through
+# its extension, which runs the uploaded shim's `call`).
+for h in codex pi; do
+	if [ ! -x "$SANDRUN_HARNESS_DIR/$h/node_modules/.bin/$h-acp" ]; then
+		[ "${CI:-}" = true ] && fail "the $h adapter is installed (CI=true)" ||
+			echo "skip - $h on daytona: the adapter is not installed"
+		continue
+	fi
+	case $h in
+	codex) fc='{"function_call":{"namespace":"mcp__sandrun-tools","name":"echo","arguments":{"text":"from codex on daytona"}}}'
+		sfx=/v1 ;;
+	pi) fc='{"function_call":{"name":"echo","arguments":{"text":"from pi on daytona"}}}'
+		sfx= ;;
+	esac
+	printf '[%s,{"text":"%s done"}]\n' "$fc" "$h" >"$T/script-$h.json"
+	node "$SANDRUN_SRCDIR/tests/emulators/openai.mjs" --script "$T/script-$h.json" \
+		--log "$T/model-$h.ndjson" >"$T/model-$h.out" 2>/dev/null &
+	oai_pid=$!
+	for _ in $(seq 100); do [ -s "$T/model-$h.out" ] && break; sleep 0.05; done
+	HARNESS_UP=$(echo "$h" | tr a-z A-Z)
+	env SANDRUN_RUNNER_HARNESSES=claude,codex,pi \
+		"SANDRUN_HARNESS_${HARNESS_UP}_INSTALL_DIR=$SANDRUN_HARNESS_DIR/$h" \
+		$drive "$T/ev-$h" - - "$S" run --json --harness "$h" --tools "$T/tools.json" \
+		--model-url "$(field url "$T/model-$h.out")$sfx" "use the tool" >"$T/out" 2>"$T/err"
+	rc=$?
+	kill $oai_pid 2>/dev/null
+	[ "$rc" -eq 0 ] && ok "a $h turn on daytona" || { fail "a $h turn on daytona (exit $rc)"; tail -5 "$T/err"; }
+	grep -E 'function_call_output|tool_result' "$T/model-$h.ndjson" | grep -q "from $h on daytona" &&
+		ok "$h: the tool's result reached the model" || fail "$h: the tool's result reached the model"
+	[ -n "$(field sandbox "$T/ev-$h")" ] && "$S" sandbox destroy "$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev-$h")" >/dev/null 2>&1
+done
+
 # Cleanup: the session's sandbox is kept, then, once nothing points at it,
 # deleted by the janitor.
 expect "sandbox list" 0 "$S" sandbox list
