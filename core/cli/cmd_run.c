@@ -39,7 +39,9 @@ static const char run_help[] =
 	"answer them all. Ctrl-C cancels the turn cleanly.\n"
 	"\n"
 	"Exit codes: 0 the turn ended; 5 refused before any sandbox existed (a plan\n"
-	"gate: see run.failed's code); 6 the run failed; 130 cancelled; 2 usage;\n"
+	"gate: see run.failed's code); 6 the run failed; 75 it failed on something\n"
+	"transient (the provider timed out or answered 5xx: the session is kept, try\n"
+	"the turn again; run.failed has \"retryable\":true); 130 cancelled; 2 usage;\n"
 	"3 configuration.\n";
 
 typedef struct ui {

@@ -105,9 +105,9 @@ void sr__run_fail(sr__run *r, const char *code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	r->exit_code = SR_RUN_EXIT_FAILED;
-	ev = json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
-		       "message", msg, "session", r->session);
+	r->exit_code = r->retryable ? SR_RUN_EXIT_RETRY : SR_RUN_EXIT_FAILED;
+	ev = json_pack("{s:s, s:s, s:s, s:s, s:b}", "type", "run.failed", "code", code,
+		       "message", msg, "session", r->session, "retryable", r->retryable);
 	if (r->tail_len) {
 		r->tail[r->tail_len] = 0;
 		json_object_set_new(ev, "stderr_tail", json_string(r->tail));

@@ -14,6 +14,10 @@ enum {
 	SR_RUN_EXIT_OK = 0,        /* the turn ended (end_turn, max_tokens, ...) */
 	SR_RUN_EXIT_REFUSED = 5,   /* a plan gate refused the run */
 	SR_RUN_EXIT_FAILED = 6,    /* the run failed (event run.failed) */
+	SR_RUN_EXIT_RETRY = 75,    /* failed on something transient (the
+				    * provider timed out or answered 5xx): the
+				    * session is kept, the same turn may be
+				    * tried again (EX_TEMPFAIL) */
 	SR_RUN_EXIT_CANCELLED = 130
 };
 

@@ -57,6 +57,7 @@ struct sr__run {
 	char session[32];
 	int resumed;             /* a session record existed */
 	int created;             /* the sandbox was created by this run */
+	int retryable;           /* its failure is transient (exit 75) */
 	int turn;                /* completed turns before this one */
 	char *sandbox_id, *workspace, *home, *root;
 	char relay_dir[4096], specs[4096];

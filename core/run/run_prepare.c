@@ -372,6 +372,12 @@ static void on_sandbox(void *ud, const sr_result *res)
 			if (state)
 				sr__session_remove(state, r->session);
 		}
+		/* A provider that timed out or answered 5xx: the session keeps
+		 * its sandbox, and the same turn may be tried again. */
+		r->retryable = r->resumed && (res->status == SR_ETIMEDOUT ||
+					      res->status == SR_ENETWORK ||
+					      res->status == SR_ECONNREFUSED ||
+					      res->status == SR_EHTTP);
 		sr__run_fail(r, r->resumed ? "sandbox_unavailable" : "sandbox_failed", "%s: %s",
 		     r->resumed ? "cannot reconnect the session's sandbox" : "cannot create a sandbox",
 		     res->message ? res->message : sr__strerror(res->status));

@@ -95,6 +95,25 @@ test "$(grep -c ' slow$' "$CB_LOG")" -eq 2 && ok "no tool ran twice" || fail "no
 grep_in "the killed runner's agent and watch were ended" "$T/err" "ended [0-9]* session(s) of an earlier runner"
 grep_in "the turn after the kill answers" "$T/ev5" '"type":"run.finished"'
 
+# The provider answers 503 while the session's sandbox is reconnected: a
+# transient failure, exit 75, the session kept; the turn then goes through.
+curl -s -X POST -H 'Content-Type: application/json' \
+	--data '{"route":"GET /api/sandbox/{id}","status":503,"count":1}' "$admin/faults" >/dev/null
+printf '[{"text":"retried ok"}]\n' >"$T/script-retry.json"
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-retry.json" \
+	>"$T/model-retry.out" 2>/dev/null &
+retry_pid=$!
+for _ in $(seq 100); do [ -s "$T/model-retry.out" ] && break; sleep 0.05; done
+expect "a 503 on reconnect is transient (exit 75)" 75 $drive "$T/ev6" - - "$S" run --json \
+	--session "$session" --model-url "$(field url "$T/model-retry.out")" "once more"
+grep_in "run.failed says retryable" "$T/ev6" '"code":"sandbox_unavailable".*"retryable":true'
+test -f "$SANDRUN_RUNNER_STATE_DIR/sessions/$session.json" && ok "the session is kept" ||
+	fail "the session is kept"
+expect "the same turn again" 0 $drive "$T/ev7" - - "$S" run --json --session "$session" \
+	--model-url "$(field url "$T/model-retry.out")" "once more"
+grep_in "it answers" "$T/ev7" '"text":"retried ok"'
+kill $retry_pid 2>/dev/null
+
 # Codex and Pi on Daytona: one turn each with a platform tool (Pi through
 # its extension, which runs the uploaded shim's `call`).
 for h in codex pi; do
