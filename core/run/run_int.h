@@ -64,7 +64,7 @@ struct sr__run {
 	char shim_in_box[4200];  /* the shim uploaded to the sandbox, or "" */
 	/* run_remote.c's steps. */
 	void (*remote_done)(sr__run *r);
-	int remote_index, remote_mkdir;
+	int remote_index, remote_mkdir, remote_attempts;
 	char remote_what[4400];
 	char remote_tmp[4300];
 	char machine[257];

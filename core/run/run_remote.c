@@ -27,6 +27,40 @@
 
 static void remote_step(sr__run *r);
 
+#define STEP_ATTEMPTS 4
+#define STEP_BACKOFF_MS 200
+
+static void free_timer(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void on_retry_step(uv_timer_t *t)
+{
+	sr__run *r = t->data;
+
+	uv_close((uv_handle_t *)t, free_timer);
+	if (sr__run_landed(r))
+		remote_step(r);
+}
+
+/* A provider that timed out or answered 5xx: the same step again later,
+ * a few times. 1 when it was scheduled. */
+static int retry_step(sr__run *r, int status)
+{
+	uv_timer_t *t;
+
+	if ((status != SR_ETIMEDOUT && status != SR_ENETWORK && status != SR_ECONNREFUSED &&
+	     status != SR_EHTTP) || ++r->remote_attempts >= STEP_ATTEMPTS ||
+	    !(t = malloc(sizeof(*t))))
+		return 0;
+	uv_timer_init(r->ctx->loop, t);
+	t->data = r;
+	uv_timer_start(t, on_retry_step, (uint64_t)STEP_BACKOFF_MS << (r->remote_attempts - 1), 0);
+	r->inflight++;
+	return 1;
+}
+
 static void on_step(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
@@ -34,12 +68,16 @@ static void on_step(void *ud, const sr_result *res)
 
 	if (!sr__run_landed(r))
 		return;
+	if (res->status != SR_OK && !(res->status == SR_EEXIST && r->remote_mkdir) &&
+	    retry_step(r, res->status))
+		return;
 	if (res->status != SR_OK && !(res->status == SR_EEXIST && r->remote_mkdir)) {
 		sr__run_fail(r, "prepare_failed", "cannot %s in sandbox %s: %s", what,
 			     r->sandbox_id, res->message ? res->message : sr__strerror(res->status));
 		return;
 	}
 	r->remote_index++;
+	r->remote_attempts = 0;
 	remote_step(r);
 }
 
@@ -75,6 +113,8 @@ static void machine_checked(sr__run *r, int status, int code, const char *messag
 		     r->machine[n - 1] == ' '))
 		n--;
 	r->machine[n] = 0;
+	if (status != SR_OK && retry_step(r, status))
+		return;
 	if (status != SR_OK || code != 0 || !n) {
 		sr__run_fail(r, "prepare_failed", "cannot tell the machine of sandbox %s "
 			     "('uname -m' %s): %s", r->sandbox_id,
@@ -91,6 +131,7 @@ static void machine_checked(sr__run *r, int status, int code, const char *messag
 		return;
 	}
 	r->remote_index++;
+	r->remote_attempts = 0;
 	remote_step(r);
 }
 
@@ -294,5 +335,6 @@ void sr__run_prepare_remote_tools(sr__run *r, void (*next)(sr__run *r))
 	}
 	r->remote_done = next;
 	r->remote_index = 0;
+	r->remote_attempts = 0;
 	remote_step(r);
 }

@@ -114,6 +114,30 @@ expect "the same turn again" 0 $drive "$T/ev7" - - "$S" run --json --session "$s
 grep_in "it answers" "$T/ev7" '"text":"retried ok"'
 kill $retry_pid 2>/dev/null
 
+# The toolbox fails (500) while the bridge puts and publishes a call's
+# answer: retried, answered once, the tool run once.
+printf '[%s,{"text":"faulted done"}]\n' "$(call slow '{"ms":2000}')" >"$T/script-fault.json"
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-fault.json" \
+	--log "$T/model-fault.ndjson" >"$T/model-fault.out" 2>/dev/null &
+fault_pid=$!
+for _ in $(seq 100); do [ -s "$T/model-fault.out" ] && break; sleep 0.05; done
+slows=$(grep -c ' slow$' "$CB_LOG")
+$drive "$T/ev8" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
+	--model-url "$(field url "$T/model-fault.out")" "despite faults" >/dev/null 2>"$T/err8" &
+runner=$!
+for _ in $(seq 400); do [ "$(grep -c ' slow$' "$CB_LOG")" -gt "$slows" ] && break; sleep 0.05; done
+curl -s -X POST -H 'Content-Type: application/json' \
+	--data '[{"route":"POST /toolbox/{id}/files/bulk-upload","status":500,"count":1},{"route":"POST /toolbox/{id}/files/move","status":503,"count":2}]' \
+	"$admin/faults" >/dev/null
+wait $runner; rc=$?
+kill $fault_pid 2>/dev/null
+[ "$rc" -eq 0 ] && ok "a tool call answered through toolbox faults" ||
+	{ fail "a tool call answered through toolbox faults (exit $rc)"; tail -5 "$T/err8"; }
+grep 'tool_result' "$T/model-fault.ndjson" | grep -q '"ok"' &&
+	ok "its result reached the model" || fail "its result reached the model"
+test "$(grep -c ' slow$' "$CB_LOG")" -eq $((slows + 1)) && ok "the tool ran once" || fail "the tool ran once"
+curl -s "$admin/faults" | grep -q '"count":[1-9]' && fail "every fault was hit" || ok "every fault was hit"
+
 # Codex and Pi on Daytona: one turn each with a platform tool (Pi through
 # its extension, which runs the uploaded shim's `call`).
 for h in codex pi; do
