@@ -84,6 +84,9 @@ struct sr__relay {
 	int watching;
 	int closing;
 	int open_handles;
+	/* The temporary of the next response, made ahead (see make_spare). */
+	int spare_fd;            /* an O_TMPFILE in dir, or -1 */
+	int no_spare;            /* O_TMPFILE or /proc unusable here */
 	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
 	call *calls;
 };
@@ -200,14 +203,84 @@ static void unclaim(sr__relay *r, const char *id)
 	unlink(path);
 }
 
-/* Write DIR/<id>.res by temporary and rename. On failure the errno is in
- * *why (ENOMEM when the response cannot be serialized). */
+static int write_text(int fd, const char *text, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errno;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
+/* Make the file of the next response ahead of it, anonymous (O_TMPFILE
+ * in the relay directory): creating an inode is the slowest step of a
+ * publication (tens of microseconds on ext4, far more when the disk is
+ * busy), and made once a call has been answered, it is off the path of
+ * the next one. It has no name until the response is written into it, so
+ * the sandbox cannot see it and a sweep does not touch it. Where
+ * O_TMPFILE is not supported, every publication makes its temporary. */
+static void make_spare(sr__relay *r)
+{
+	if (r->spare_fd >= 0 || r->closing || r->no_spare)
+		return;
+	r->spare_fd = open(r->dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (r->spare_fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
+		r->no_spare = 1;
+}
+
+static void drop_spare(sr__relay *r)
+{
+	if (r->spare_fd >= 0)
+		close(r->spare_fd);
+	r->spare_fd = -1;
+}
+
+/* Write the response into the spare, give it the temporary name tmp
+ * (linkat through /proc/self/fd), and rename that to final. 0: published;
+ * ENOENT: no spare, or no /proc to link it by (the caller makes a named
+ * temporary); another errno: the write, the link or the rename failed. */
+static int publish_spare(sr__relay *r, const char *text, size_t len,
+			 const char *tmp, const char *final)
+{
+	char proc[64];
+	int fd = r->spare_fd, e;
+
+	if (fd < 0)
+		return ENOENT;
+	r->spare_fd = -1;
+	e = write_text(fd, text, len);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (!e && linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0) {
+		e = errno == EPERM || errno == EACCES ? ENOENT : errno;
+		if (e == ENOENT)
+			r->no_spare = 1; /* no /proc: named temporaries from now on */
+		close(fd);
+		return e;
+	}
+	if (close(fd) != 0 && !e)
+		e = errno;
+	if (!e && rename(tmp, final) != 0) {
+		e = errno;
+		unlink(tmp);
+	}
+	return e;
+}
+
+/* Write DIR/<id>.res by temporary and rename: the spare made ahead, or
+ * where there is none, a new one. On failure the errno is in *why
+ * (ENOMEM when the response cannot be serialized). */
 static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 {
 	char tmp[4096], final[4096];
 	unsigned char rnd[6] = { 0 };
 	char *text = json_dumps(response, JSON_COMPACT);
-	size_t len, off = 0;
+	size_t len;
 	int fd, rc = SR_OK;
 
 	*why = 0;
@@ -216,10 +289,20 @@ static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 		return SR_ENOMEM;
 	}
 	len = strlen(text);
+	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
 	(void)!getrandom(rnd, sizeof(rnd), 0);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
 		 id, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
+	*why = publish_spare(r, text, len, tmp, final);
+	if (*why == 0) {
+		free(text);
+		return SR_OK;
+	}
+	if (*why != ENOENT) {
+		free(text);
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
+		return SR_EIO;
+	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		*why = errno;
@@ -227,17 +310,9 @@ static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(*why));
 		return SR_EIO;
 	}
-	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			*why = errno;
-			rc = SR_EIO;
-			break;
-		}
-		off += (size_t)w;
-	}
+	*why = write_text(fd, text, len);
+	if (*why)
+		rc = SR_EIO;
 	if (close(fd) != 0 && rc == SR_OK) {
 		*why = errno;
 		rc = SR_EIO;
@@ -433,6 +508,7 @@ static void delivered(call *c, const char *failed)
 	}
 	unlink_call(c);
 	call_free(c);
+	make_spare(r);
 }
 
 static void try_publish(call *c);
@@ -1147,6 +1223,7 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->event = o->event;
 	r->ud = o->ud;
 	r->trace_fd = sr_timing_open();
+	r->spare_fd = -1;
 	make_anchor(r);
 	*out = r;
 	return SR_OK;
@@ -1202,6 +1279,7 @@ int sr__relay_start(sr__relay *r)
 		sr__log(SR_LOG_WARN, "relay", "%s: no inotify watch (%s); polling every %llu ms",
 			r->dir, uv_strerror(rc), (unsigned long long)r->poll_ms);
 	uv_timer_start(&r->poll, on_poll, 0, r->poll_ms);
+	make_spare(r);
 	return SR_OK;
 }
 
@@ -1360,6 +1438,7 @@ void sr__relay_free(sr__relay *r)
 		r->calls = c->next;
 		call_free(c);
 	}
+	drop_spare(r);
 	if (r->open_handles == 0) {
 		destroy(r);
 		return;
