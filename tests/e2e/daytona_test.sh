@@ -138,6 +138,36 @@ grep 'tool_result' "$T/model-fault.ndjson" | grep -q '"ok"' &&
 test "$(grep -c ' slow$' "$CB_LOG")" -eq $((slows + 1)) && ok "the tool ran once" || fail "the tool ran once"
 curl -s "$admin/faults" | grep -q '"count":[1-9]' && fail "every fault was hit" || ok "every fault was hit"
 
+# The sandbox is stopped (through the API, as an operator or auto-stop
+# would) while a tool runs: the turn fails loudly and does not hang; the
+# next turn starts it again, answers the call left there, and nothing ran
+# twice.
+printf '[%s,{"text":"after the stop"},{"text":"after the stop"}]\n' "$(call slow '{"ms":2500}')" >"$T/script-stop.json"
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-stop.json" \
+	>"$T/model-stop.out" 2>/dev/null &
+stop_pid=$!
+for _ in $(seq 100); do [ -s "$T/model-stop.out" ] && break; sleep 0.05; done
+slows=$(grep -c ' slow$' "$CB_LOG")
+start=$(date +%s)
+$drive "$T/ev9" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
+	--model-url "$(field url "$T/model-stop.out")" "slow, then stopped" >/dev/null 2>&1 &
+runner=$!
+for _ in $(seq 400); do [ "$(grep -c ' slow$' "$CB_LOG")" -gt "$slows" ] && break; sleep 0.05; done
+curl -s -X POST -H "Authorization: Bearer dtn-test-key" \
+	"$SANDRUN_PROVIDER_DAYTONA_API_URL/sandbox/$box/stop" >/dev/null
+wait $runner; rc=$?
+[ "$rc" -ne 0 ] && ok "a sandbox stopped mid-call fails the turn (exit $rc)" ||
+	fail "a sandbox stopped mid-call fails the turn"
+[ $(( $(date +%s) - start )) -lt 90 ] && ok "without hanging" || fail "without hanging"
+grep_in "the failure is said" "$T/ev9" '"type":"run.failed"'
+expect "the next turn starts it again" 0 $drive "$T/ev10" - - "$S" run --json --session "$session" \
+	--tools "$T/tools.json" --model-url "$(field url "$T/model-stop.out")" "go on"
+grep_in "and answers" "$T/ev10" '"text":"after the stop"'
+sleep 3 # past the slow tool's 2.5 s: had anything run it again, the log would say so
+test "$(grep -c ' slow$' "$CB_LOG")" -eq $((slows + 1)) && ok "the stopped call's tool ran once" ||
+	fail "the stopped call's tool ran once"
+kill $stop_pid 2>/dev/null
+
 # Codex and Pi on Daytona: one turn each with a platform tool (Pi through
 # its extension, which runs the uploaded shim's `call`).
 for h in codex pi; do
