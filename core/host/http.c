@@ -448,6 +448,7 @@ static void on_kick(uv_timer_t *t)
 	sr_http_call *c, *next;
 
 	h->kick_armed = 0;
+	check_done(h); /* what ended while a call was being started */
 	for (c = h->calls; c; c = next) {
 		next = c->next;
 		if (c->ending) {
@@ -671,6 +672,18 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		return NULL;
 	} else {
 		c->added = 1;
+	}
+	if (c->added && !stream && !h->calls) {
+		/* Alone in the multi handle and not streamed: send now rather
+		 * than at libcurl's 0 ms timer, one turn of the loop later. No
+		 * callback of the caller's can run from here (a plain request's
+		 * body is only buffered, and there is no other transfer); its
+		 * end, even an immediate one, is reported at the kick. */
+		int running;
+		h->in_curl++;
+		curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+		h->in_curl--;
+		arm_kick(h);
 	}
 	c->next = h->calls;
 	if (h->calls)
