@@ -466,28 +466,22 @@ void sr__run_start_agent(sr__run *r)
 			      hp, json_array_size(paths) };
 	size_t i;
 	json_t *v;
-	char *cmd0 = NULL;
+	const char *first = json_string_value(json_array_get(cmd, 0));
+	char *cmd0 = first ? command_in_sandbox(r, first) : NULL;
 	int rc;
 
 	sr__run_enter(r, SR__RUN_STARTING);
-	if (!argv || !env || !hp) {
+	if (!argv || !env || !hp || (first && !cmd0)) {
 		free(argv);
 		free(env);
 		free(hp);
+		free(cmd0);
 		json_decref(paths);
 		sr__run_fail(r, "agent_not_started", "cannot start the agent: out of memory");
 		return;
 	}
 	json_array_foreach(cmd, i, v)
 		argv[i] = json_string_value(v);
-	if (argv[0] && !(cmd0 = command_in_sandbox(r, argv[0]))) {
-		free(argv);
-		free(env);
-		free(hp);
-		json_decref(paths);
-		sr__run_fail(r, "agent_not_started", "cannot start the agent: out of memory");
-		return;
-	}
 	if (cmd0)
 		argv[0] = cmd0;
 	json_array_foreach(paths, i, v)

@@ -121,6 +121,9 @@ void sr__run_forget_lookups(sr__run *r);
 void sr__run_acquire(sr__run *r);
 json_t *sr__run_json(sr__run *r);
 
+/* run_prepare.c: the relay on dir, swept; SR_OK, or the run failed. */
+int sr__run_new_relay(sr__run *r, const char *dir, const char *journal);
+
 /* run_remote.c: tools through the provider's operations; next(r) once
  * the relay and its bridge run. */
 void sr__run_prepare_remote_tools(sr__run *r, void (*next)(sr__run *r));

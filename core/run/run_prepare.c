@@ -248,10 +248,32 @@ static void add_node_runtime(sr__run *r)
 	free(bin);
 }
 
+int sr__run_new_relay(sr__run *r, const char *dir, const char *journal)
+{
+	sr__relay_opts o;
+	char err[600];
+
+	memset(&o, 0, sizeof(o));
+	o.dir = dir;
+	o.journal = journal;
+	o.tools = r->tools;
+	o.guard = &r->guard;
+	o.ask_policy = r->o.ask_policy;
+	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
+	o.event = sr__run_on_relay_event;
+	o.ud = r;
+	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {
+		sr__run_fail(r, "prepare_failed", "%s", err);
+		return SR_EIO;
+	}
+	/* Stale files of an earlier turn go before the prompt is sent. */
+	sr__relay_sweep(r->relay);
+	return SR_OK;
+}
+
 static int start_relay(sr__run *r)
 {
 	char err[600], journal[4200];
-	sr__relay_opts o;
 	json_t *specs;
 	const char *state = sr__ctx_state_dir(r->ctx);
 
@@ -266,21 +288,8 @@ static int start_relay(sr__run *r)
 		return SR_EIO;
 	}
 	json_decref(specs);
-	memset(&o, 0, sizeof(o));
-	o.dir = r->relay_dir;
-	o.journal = journal;
-	o.tools = r->tools;
-	o.guard = &r->guard;
-	o.ask_policy = r->o.ask_policy;
-	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
-	o.event = sr__run_on_relay_event;
-	o.ud = r;
-	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {
-		sr__run_fail(r, "prepare_failed", "%s", err);
+	if (sr__run_new_relay(r, r->relay_dir, journal) != SR_OK)
 		return SR_EIO;
-	}
-	/* Stale files of an earlier turn go before the prompt is sent. */
-	sr__relay_sweep(r->relay);
 	sr__relay_start(r->relay);
 	/* The loopback MCP server, for a harness that takes its tools over
 	 * HTTP from an agent on this host (the provider is not remote here). */

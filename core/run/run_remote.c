@@ -194,7 +194,6 @@ static void start_bridge(sr__run *r)
 {
 	const char *state = sr__ctx_state_dir(r->ctx);
 	char mirror[4200], journal[4200], err[600];
-	sr__relay_opts o;
 	sr__bridge_opts bo;
 	int rc;
 
@@ -206,20 +205,8 @@ static void start_bridge(sr__run *r)
 		sr__run_fail(r, "prepare_failed", "cannot make the relay's mirror %s", mirror);
 		return;
 	}
-	memset(&o, 0, sizeof(o));
-	o.dir = mirror;
-	o.journal = journal;
-	o.tools = r->tools;
-	o.guard = &r->guard;
-	o.ask_policy = r->o.ask_policy;
-	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
-	o.event = sr__run_on_relay_event;
-	o.ud = r;
-	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {
-		sr__run_fail(r, "prepare_failed", "%s", err);
+	if (sr__run_new_relay(r, mirror, journal) != SR_OK)
 		return;
-	}
-	sr__relay_sweep(r->relay);
 	memset(&bo, 0, sizeof(bo));
 	bo.provider = r->provider;
 	bo.sandbox = r->sandbox_id;
