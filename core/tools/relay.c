@@ -4,16 +4,21 @@
  * publishes exactly one response per request.
  *
  * Order of a call (doc/relay-protocol.md):
+ *   1+2. claim and take DIR/<id>.req in one step: rename it to
+ *      JOURNAL/<id>.claim, never replacing (renameat2 RENAME_NOREPLACE).
+ *      This is the one decision against the shim's withdrawal, which
+ *      unlinks the request: exactly one of the two succeeds. Where the
+ *      journal is on another file system (or the call is refused), the two
+ *      steps are made apart instead:
  *   1. create JOURNAL/<id>.claim (a hard link to JOURNAL/.anchor, or O_EXCL;
  *      never replacing; runner-side, the sandbox cannot touch it);
- *   2. take DIR/<id>.req by renaming it to a hidden name (the one
- *      decision against the shim's withdrawal, which unlinks it), then read
- *      it (never following a symlink, never reading anything but a regular
+ *   2. take DIR/<id>.req by renaming it to a hidden name, then read it
+ *      (never following a symlink, never reading anything but a regular
  *      file of at most 1 MiB);
  *   3. validate, guard, execute;
  *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
  *      sandbox may have planted; the runner never reads response files);
- *   5. remove the claim, then the taken entry.
+ *   5. remove the claim (and the taken entry, when apart).
  * A claim found at start belongs to a runner that died between 1 and 5: it
  * is answered with an error and the tool is not run again.
  *
@@ -87,6 +92,7 @@ struct sr__relay {
 	/* The temporary of the next response, made ahead (see make_spare). */
 	int spare_fd;            /* an O_TMPFILE in dir, or -1 */
 	int no_spare;            /* O_TMPFILE or /proc unusable here */
+	int no_move;             /* claims cannot be taken by rename here */
 	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
 	call *calls;
 };
@@ -200,7 +206,49 @@ static void unclaim(sr__relay *r, const char *id)
 	char path[4096];
 
 	path_in(path, sizeof(path), r->journal, id, ".claim");
-	unlink(path);
+	if (unlink(path) != 0 && errno == EISDIR)
+		rmdir(path);
+}
+
+/* Claim and take DIR/name in one step (see the top of this file): rename
+ * it to JOURNAL/<id>.claim, never replacing. Returns 0, or the errno:
+ * EEXIST, a call with this id is in flight; ENOENT, withdrawn; EXDEV and
+ * the like, this cannot be done here (no_move is set, and the caller
+ * claims and takes apart from now on). */
+static int claim_by_move(sr__relay *r, const char *name, const char *id)
+{
+	char from[4096], to[4096];
+
+	snprintf(from, sizeof(from), "%s/%s", r->dir, name);
+	path_in(to, sizeof(to), r->journal, id, ".claim");
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno == EEXIST || errno == ENOENT)
+		return errno;
+	if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EPERM ||
+	    errno == EOPNOTSUPP)
+		r->no_move = 1;
+	return errno;
+}
+
+/* A moved request that is no request (a directory, a FIFO, a symlink, too
+ * big): its claim becomes a plain one, and the entry is moved aside under
+ * a hidden name and removed, so that a non-empty directory, which stays,
+ * is never taken for a claim at the next start. */
+static void unclaim_aside(sr__relay *r, const char *id)
+{
+	char from[4096], to[4096];
+	unsigned char rnd[8] = { 0 };
+
+	(void)!getrandom(rnd, sizeof(rnd), 0);
+	path_in(from, sizeof(from), r->journal, id, ".claim");
+	snprintf(to, sizeof(to), "%s/.rejected.%02x%02x%02x%02x%02x%02x%02x%02x", r->journal,
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	if (rename(from, to) == 0) {
+		if (unlink(to) != 0 && errno == EISDIR)
+			rmdir(to);
+		(void)claim(r, id);
+	}
 }
 
 static int write_text(int fd, const char *text, size_t len)
@@ -949,7 +997,7 @@ static call *call_new(sr__relay *r, const char *id, size_t id_len)
 
 /* Read a request file safely. Returns the text (malloc'd) or NULL with
  * the reason in why. */
-static char *read_request(sr__relay *r, const char *name, char *why,
+static char *read_request(const char *dir, const char *name, char *why,
 			  size_t n)
 {
 	char path[4096];
@@ -958,7 +1006,7 @@ static char *read_request(sr__relay *r, const char *name, char *why,
 	ssize_t got;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(why, n, errno == ELOOP ? "the request is a symbolic link" :
@@ -1052,7 +1100,22 @@ static void take_request(sr__relay *r, const char *name)
 	c = call_new(r, name, id_len);
 	if (!c)
 		return;
-	rc = claim(r, c->id);
+	rc = r->no_move ? EXDEV : claim_by_move(r, name, c->id);
+	if (rc == 0) {
+		stamp(c, RT_CLAIMED);
+		snprintf(taken, sizeof(taken), "%s.claim", c->id);
+		text = read_request(r->journal, taken, why, sizeof(why));
+		if (!text)
+			unclaim_aside(r, c->id);
+		goto parse;
+	}
+	if (rc == ENOENT) {
+		sr__log(SR_LOG_DEBUG, "relay", "%s/%s: withdrawn before it was taken", r->dir, name);
+		unlink_call(c);
+		call_free(c);
+		return;
+	}
+	rc = rc == EEXIST ? SR_EEXIST : claim(r, c->id);
 	if (rc != SR_OK) {
 		/* In flight already (a second publication of the same id), or
 		 * the journal is unusable: either way, not ours to answer. */
@@ -1083,9 +1146,10 @@ static void take_request(sr__relay *r, const char *name)
 		text = NULL;
 	} else {
 		stamp(c, RT_CLAIMED);
-		text = read_request(r, taken, why, sizeof(why));
+		text = read_request(r->dir, taken, why, sizeof(why));
 		memcpy(c->taken, taken, sizeof(c->taken));
 	}
+parse:
 	if (!text) {
 		reject_file(r, name, why);
 		finish_error(c, why);

@@ -713,6 +713,8 @@ Test(relay, a_non_empty_directory_is_answered_once)
 	cr_assert_not(exists("d1.req"));
 	cr_assert_eq(count_events("tool.result"), 1);
 	cr_assert_eq(count_events("relay.rejected"), 2, "d1 once, 'bad id' once");
+	cr_assert_eq(count_files(journal, ".claim"), 0,
+		     "the directory was left as a claim, to be answered again at the next start");
 }
 
 #include <sys/resource.h>
@@ -880,4 +882,68 @@ Test(relay, claims_still_work_when_the_journal_anchor_is_gone)
 	cr_assert_eq(t_count_lines(calls_log), 1);
 	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
 	json_decref(res);
+}
+
+/* Claiming and taking are one rename into the journal: while the call
+ * runs, its claim holds the request, and the relay directory (which the
+ * shim watches) has no entry of the runner's. */
+Test(relay, a_running_call_is_claimed_by_moving_its_request_into_the_journal)
+{
+	char path[4400];
+	json_t *res;
+	char *text;
+
+	start_relay(SR_ASK_WAIT);
+	request("m1", "slow", "{\"ms\":400}");
+	for (int waited = 0; sr__relay_in_flight(relay) < 1 && waited < 10000; waited += 10)
+		run_for(10);
+	cr_assert_eq(sr__relay_in_flight(relay), 1);
+	cr_assert(relay_empty(), "the runner left an entry in the relay directory");
+	snprintf(path, sizeof(path), "%s/m1.claim", journal);
+	{
+		FILE *f = fopen(path, "r");
+		cr_assert_not_null(f, "no claim in the journal");
+		text = calloc(1, 4096);
+		cr_assert_not_null(text);
+		(void)!fread(text, 1, 4095, f);
+		fclose(f);
+	}
+	cr_assert(strstr(text, "\"id\":\"m1\""), "the claim is not the request: %s", text);
+	free(text);
+	res = response("m1");
+	cr_assert_str_eq(status(res), "ok");
+	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+	json_decref(res);
+}
+
+/* A journal on another file system than the relay directory (here
+ * /dev/shm): the request cannot be moved into it, so the claim and the
+ * take are made apart, with the same result. */
+Test(relay, a_journal_on_another_file_system_claims_and_takes_apart)
+{
+	struct stat a, b;
+	json_t *res;
+
+	if (stat("/dev/shm", &a) != 0 || stat(relay_dir, &b) != 0 || a.st_dev == b.st_dev ||
+	    access("/dev/shm", W_OK) != 0)
+		cr_skip_test("/dev/shm is not a separate writable file system here");
+	snprintf(journal, sizeof(journal), "/dev/shm/sandrun-relay-test-%d", (int)getpid());
+	start_relay(SR_ASK_WAIT);
+	for (int i = 0; i < 3; i++) {
+		char id[20];
+		snprintf(id, sizeof(id), "x%d", i);
+		request(id, "echo", "{\"text\":\"apart\"}");
+		res = response(id);
+		cr_assert_str_eq(first_text(res), "apart");
+		json_decref(res);
+	}
+	cr_assert_eq(t_count_lines(calls_log), 3);
+	run_for(50);
+	cr_assert_eq(count_files(journal, ".claim"), 0, "a claim was left behind");
+	cr_assert(relay_empty(), "files left in the relay directory");
+	sr__relay_free(relay);
+	relay = NULL;
+	char cmd[4400];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", journal);
+	cr_assert_eq(system(cmd), 0);
 }
