@@ -156,6 +156,12 @@ int sr__provider_status(sr__plugin *p, uint64_t req, const char *id,
 	ASYNC(status, req, id);
 }
 
+int sr__provider_maintain(sr__plugin *p, uint64_t req, const char *params_json,
+			  sr_done_fn done, void *ud)
+{
+	ASYNC(maintain, req, params_json);
+}
+
 int sr__provider_cancel(sr__plugin *p, uint64_t req)
 {
 	SYNC(cancel, req);

@@ -50,6 +50,8 @@ int sr__provider_list(sr__plugin *p, uint64_t req, const sr_pair *labels,
 		      size_t n_labels, sr_done_fn done, void *ud);
 int sr__provider_status(sr__plugin *p, uint64_t req, const char *id,
 			sr_done_fn done, void *ud);
+int sr__provider_maintain(sr__plugin *p, uint64_t req, const char *params_json,
+			  sr_done_fn done, void *ud);
 int sr__provider_cancel(sr__plugin *p, uint64_t req);
 
 /* A process-unique request token. */

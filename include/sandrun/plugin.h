@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 0
+#define SR_ABI_MINOR 1
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -395,12 +395,17 @@ typedef struct sr_provider_ops {
 	uint32_t (*capabilities)(void *self);
 	/* json: {"id", "workspace", "home"} (absolute paths inside the
 	 * sandbox), and for a provider without SR_CAP_REMOTE "root": the
-	 * sandbox's directory on the runner's host. */
+	 * sandbox's directory on the runner's host. A provider with
+	 * SR_CAP_ISOLATED_SECRETS adds "placeholders": {binding name: the
+	 * placeholder the sandbox sees instead of its value} (since 2.1; the
+	 * core puts a header binding's placeholder in the header, and fails
+	 * the run when one is missing, rather than send the value). */
 	int (*create)(void *self, uint64_t req, const sr_sandbox_spec *spec,
 		      sr_done_fn done, void *ud);
 	/* Find a sandbox by id (also one created by an earlier runner
 	 * process), start it when stopped, converge its network policy
 	 * (policy may be NULL: leave it). json as for create. */
+	/* ("placeholders" as for create, since 2.1.) */
 	int (*reconnect)(void *self, uint64_t req, const char *id,
 			 const sr_network_policy *policy, sr_done_fn done,
 			 void *ud);
@@ -409,6 +414,10 @@ typedef struct sr_provider_ops {
 	 * caller forgets it (the session pointer is removed). */
 	int (*park)(void *self, uint64_t req, const char *id, int mode,
 		    sr_done_fn done, void *ud);
+	/* json (since 2.1, optional): {"cleanup_pending": [names]}: the
+	 * sandbox is gone, but what it leased (secrets) could not all be
+	 * removed yet; the provider retries (and ops->maintain does), the
+	 * core reports a cleanup_pending event. */
 	int (*destroy)(void *self, uint64_t req, const char *id,
 		       sr_done_fn done, void *ud);
 
@@ -465,6 +474,20 @@ typedef struct sr_provider_ops {
 	 * SR_ENOTFOUND when there is none. */
 	int (*status)(void *self, uint64_t req, const char *id,
 		      sr_done_fn done, void *ud);
+
+	/* Since 2.1. Optional: what the provider made for its sandboxes
+	 * besides the sandboxes themselves (Daytona: the secrets of
+	 * credential bindings and their leases), cleaned up or reported, for
+	 * `sandrun janitor` and `sandrun doctor`. params_json:
+	 * {"dry_run": bool, "grace_s": N} (a dry run changes nothing). json:
+	 * {"items": [{"kind": "secret" | "lease", "name", "sandbox",
+	 * "action": "kept" | "deleted" | "would_delete" | "failed" |
+	 * "pending" | "foreign", "reason"}]}: "pending" is a cleanup that
+	 * failed and is retried, "foreign" something that looks like the
+	 * provider's but that no lease of this runner names (never touched).
+	 * Safe to run at any time, and twice at once. */
+	int (*maintain)(void *self, uint64_t req, const char *params_json,
+			sr_done_fn done, void *ud);
 } sr_provider_ops;
 
 /* ------------------------------------------------------ tunnel plugins */

@@ -66,8 +66,10 @@ static const sr_plugin_descriptor desc = {
 #else
 	.abi_major = SR_ABI_MAJOR,
 #endif
-#ifdef BAD_MINOR
+#if defined(BAD_MINOR)
 	.abi_minor = SR_ABI_MINOR + 1,
+#elif defined(BAD_MAJOR)
+	.abi_minor = 0, /* "declares ABI 3.0", whatever the core's minor */
 #else
 	.abi_minor = SR_ABI_MINOR,
 #endif
