@@ -49,6 +49,12 @@ struct sr__run {
 	char *allow_buf;         /* [runner] mcp_allow_hosts, split in place */
 	const char **allow;      /* its host names, NULL-terminated */
 	sr__mcp_lookups *lookups; /* user MCP hosts being resolved */
+	char *secrets_allow_buf; /* [secrets] allow_hosts, split in place */
+	const char **secrets_allow;
+	int isolate;             /* credentials go to the provider as bindings */
+	struct sr__creds *creds; /* those bindings */
+	char creds_fp[65];       /* their fingerprint */
+	char stored_fp[65];      /* the session's, when resumed */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
