@@ -68,6 +68,9 @@ struct sr__run {
 	char *sandbox_id, *workspace, *home, *root;
 	char relay_dir[4096], specs[4096];
 	char shim_in_box[4200];  /* the shim uploaded to the sandbox, or "" */
+	char shim_sha[65];       /* the shim's SHA-256, or "" */
+	long long shim_size;
+	json_t *stored_shim;     /* the session's {"sandbox","sha256","path"} */
 	/* run_remote.c's steps. */
 	void (*remote_done)(sr__run *r);
 	int remote_index, remote_mkdir, remote_attempts;

@@ -311,6 +311,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		r->sandbox_id = sr__run_json_str(rec, "sandbox");
 		r->acp_session = sr__run_json_str(rec, "acp_session");
 		r->turn = (int)json_integer_value(json_object_get(rec, "turn"));
+		r->stored_shim = json_incref(json_object_get(rec, "shim"));
 		snprintf(r->stored_fp, sizeof(r->stored_fp), "%s",
 			 json_string_value(json_object_get(rec, "credentials_fp")) ?
 			 json_string_value(json_object_get(rec, "credentials_fp")) : "");
