@@ -39,7 +39,7 @@ let BASE = '';
 const sandboxes = new Map();   // id -> record
 const secrets = new Map();     // id -> {id,name,value,description,hosts,placeholder,createdAt,updatedAt}
 const calls = new Map();       // route key -> count
-const faults = new Map();      // route key -> {status,count,latencyMs,body}
+const faults = new Map();      // route key -> {status,count,latencyMs,after,message}
 const streams = new Set();     // open follow streams: {sandboxId, close()}
 const now = () => new Date().toISOString();
 const log = (entry) => { if (LOG) fs.appendFileSync(LOG, JSON.stringify({ t: Date.now(), ...entry }) + '\n'); };
@@ -741,7 +741,8 @@ function admin(req, res, url, buf) {
     const list = Array.isArray(b) ? b : [b];
     for (const f of list) {
       if (!routes.some((r) => r.key === f.route) && !PREVIEW_KEY.test(f.route || '')) fail(400, `unknown route ${f.route} (GET /_emulator/routes lists them)`);
-      faults.set(f.route, { status: f.status ?? 0, count: f.count ?? 1, latencyMs: f.latencyMs ?? 0,
+      if (f.after !== undefined && !(Number.isInteger(f.after) && f.after >= 0)) fail(400, 'after must be an integer >= 0');
+      faults.set(f.route, { status: f.status ?? 0, count: f.count ?? 1, latencyMs: f.latencyMs ?? 0, after: f.after ?? 0,
         ...(f.message ? { message: f.message } : {}) });
     }
     return send(res, 200, Object.fromEntries(faults));
@@ -783,11 +784,13 @@ function match(method, pathname) {
   return null;
 }
 const authorized = (req) => req.headers.authorization === `Bearer ${API_KEY}`;
-// A fault for the route, if one is armed: wait its latency, then answer its
-// status (0 = only the latency). count < 0 means every call.
+// A fault for the route, if one is armed: the first `after` calls pass
+// untouched; then it waits its latency and answers its status (0 = only the
+// latency), `count` times. count < 0 means every call.
 async function applyFault(key) {
   const f = faults.get(key);
   if (!f) return null;
+  if (f.after > 0) { f.after--; return null; }
   if (f.count === 0) { faults.delete(key); return null; }
   if (f.count > 0 && --f.count === 0) faults.delete(key);
   if (f.latencyMs) await sleep(f.latencyMs);
