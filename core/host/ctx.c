@@ -104,6 +104,47 @@ found:
 	return ctx->runner_id;
 }
 
+void sr__ctx_add_sink(sr__ctx *ctx, sr__event_sink *s)
+{
+	s->next = ctx->sinks;
+	ctx->sinks = s;
+}
+
+void sr__ctx_remove_sink(sr__ctx *ctx, sr__event_sink *s)
+{
+	for (sr__event_sink **pp = &ctx->sinks; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			s->next = NULL;
+			return;
+		}
+}
+
+static int sink_takes(const sr__event_sink *s, const sr__plugin *from)
+{
+	if (!s->only[0])
+		return 1;
+	for (size_t i = 0; i < sizeof(s->only) / sizeof(*s->only) && s->only[i]; i++)
+		if (s->only[i] == from)
+			return 1;
+	return 0;
+}
+
+int sr__ctx_emit(sr__ctx *ctx, const sr__plugin *from, json_t *ev)
+{
+	sr__event_sink *s = ctx->sinks, *next;
+	int n = 0;
+
+	for (; s; s = next) {
+		next = s->next; /* s may remove itself */
+		if (!sink_takes(s, from))
+			continue;
+		s->fn(s->ud, ev);
+		n++;
+	}
+	return n;
+}
+
 static int section_known(const char *section, void *ud)
 {
 	sr__ctx *ctx = ud;

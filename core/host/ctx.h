@@ -10,6 +10,17 @@
 
 struct sr__http;
 
+/* Where plugins' events go (host->event): each run adds one for itself
+ * and removes it before it is freed. The event is borrowed. */
+typedef struct sr__event_sink {
+	void (*fn)(void *ud, json_t *event);
+	void *ud;
+	/* The plugins whose events it takes (NULL-terminated); only[0] NULL:
+	 * every plugin's. A run takes those of the plugins it uses. */
+	const sr__plugin *only[4];
+	struct sr__event_sink *next;
+} sr__event_sink;
+
 typedef struct sr__ctx {
 	uv_loop_t *loop;
 	sr__config *config;
@@ -18,10 +29,8 @@ typedef struct sr__ctx {
 	struct sr__http *http; /* created on first use */
 	char *state_dir;       /* created (0700) on first use */
 	char runner_id[48];    /* sr__ctx_runner_id(), once known */
-	/* Where plugins' events go (host->event): the run in progress. The
-	 * event is borrowed. NULL: logged. */
-	void (*event_sink)(void *ud, json_t *event);
-	void *event_ud;
+	/* Where plugins' events go: the runs in progress (none: logged). */
+	sr__event_sink *sinks;
 } sr__ctx;
 
 /* Load the configuration (path NULL: the default file, absent is fine),
@@ -36,5 +45,12 @@ const char *sr__ctx_state_dir(sr__ctx *ctx);
  * label sandrun.runner, so that listing and the janitor see only this
  * runner's own. NULL after logging why. */
 const char *sr__ctx_runner_id(sr__ctx *ctx);
+
+/* Add s (borrowed until removed) to the sinks of plugins' events. */
+void sr__ctx_add_sink(sr__ctx *ctx, sr__event_sink *s);
+void sr__ctx_remove_sink(sr__ctx *ctx, sr__event_sink *s);
+/* Deliver plugin from's event (borrowed) to every sink that takes it; the
+ * number of sinks that did. A sink may remove itself while it runs. */
+int sr__ctx_emit(sr__ctx *ctx, const sr__plugin *from, json_t *ev);
 
 #endif

@@ -78,6 +78,8 @@ int sr__complete_later(uv_loop_t *loop, sr_done_fn done, void *ud,
 struct sr__call {
 	sr__plugin *p;
 	const char *op;
+	sr__op_stat *stat;  /* NULL: the table is full */
+	int answered;       /* the outcome is counted */
 	sr_done_fn done;
 	void *ud;
 	int in_call;
@@ -85,6 +87,27 @@ struct sr__call {
 	sr_result held;
 	char *message, *json, *data;
 };
+
+static sr__op_stat *op_stat(sr__plugin *p, const char *op)
+{
+	for (size_t i = 0; i < p->n_stats; i++)
+		if (strcmp(p->stats[i].op, op) == 0)
+			return &p->stats[i];
+	if (p->n_stats == SR__OP_STATS)
+		return NULL;
+	p->stats[p->n_stats].op = op;
+	return &p->stats[p->n_stats++];
+}
+
+/* A call's outcome, counted once. */
+static void count_outcome(sr__call *g, int status)
+{
+	if (g->answered || !g->stat)
+		return;
+	g->answered = 1;
+	if (status != SR_OK)
+		g->stat->errors++;
+}
 
 sr__call *sr__call_new(sr__plugin *p, const char *op, sr_done_fn done,
 			 void *ud)
@@ -95,6 +118,9 @@ sr__call *sr__call_new(sr__plugin *p, const char *op, sr_done_fn done,
 		return NULL;
 	g->p = p;
 	g->op = op;
+	g->stat = op_stat(p, op);
+	if (g->stat)
+		g->stat->calls++;
 	g->done = done;
 	g->ud = ud;
 	g->in_call = 1;
@@ -113,6 +139,7 @@ void sr__call_done(void *ud, const sr_result *r)
 {
 	sr__call *g = ud;
 
+	count_outcome(g, r->status);
 	if (!g->in_call) {
 		g->done(g->ud, r);
 		call_free(g);
@@ -136,6 +163,11 @@ int sr__call_end(sr__call *g, int rc)
 {
 	g->in_call = 0;
 	if (rc != SR_OK) {
+		/* The error return is the outcome (an early failure counted). */
+		if (!g->answered || g->held.status == SR_OK) {
+			g->answered = 0;
+			count_outcome(g, rc);
+		}
 		if (g->early)
 			sr__log(SR_LOG_WARN, g->p->section,
 				"operation '%s' returned an error and also called back; "

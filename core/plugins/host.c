@@ -261,9 +261,7 @@ static void h_event(const sr_host *h, const char *type, const char *fields_json)
 	}
 	json_object_set_new(ev, "type", json_string(type));
 	json_object_set_new(ev, "plugin", json_string(priv(h)->plugin->section));
-	if (ctx->event_sink)
-		ctx->event_sink(ctx->event_ud, ev);
-	else
+	if (!sr__ctx_emit(ctx, priv(h)->plugin, ev))
 		sr__log(SR_LOG_INFO, priv(h)->plugin->section, "event '%s' (no run to take it)",
 			type);
 	json_decref(ev);

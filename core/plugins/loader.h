@@ -10,6 +10,15 @@
 
 struct sr__ctx;
 
+/* Calls of one operation into a plugin, and how many failed (the metrics
+ * of sandrund). */
+typedef struct sr__op_stat {
+	const char *op;    /* a string literal: the ops slot's name */
+	uint64_t calls, errors;
+} sr__op_stat;
+
+#define SR__OP_STATS 32
+
 typedef struct sr__plugin {
 	char *path;                       /* the file it was loaded from */
 	void *handle;                     /* lt_dlhandle */
@@ -19,6 +28,8 @@ typedef struct sr__plugin {
 	struct sr__host_priv *host;       /* set by sr__plugin_start */
 	void *self;                       /* the plugin's state */
 	int started;                      /* 1 ok, <0 init failed */
+	sr__op_stat stats[SR__OP_STATS];  /* checked calls, by operation */
+	size_t n_stats;
 } sr__plugin;
 
 typedef struct sr__rejected {

@@ -156,9 +156,16 @@ static int cmp_binding(const void *a, const void *b)
 	return strcmp(((const binding *)a)->name, ((const binding *)b)->name);
 }
 
-int sr__creds_collect(json_t *desc, const char *model_url, json_t *user_mcp,
-		      const char *const *exceptions, sr__creds **out,
-		      char *why, size_t n)
+const char *sr__creds_env(json_t *creds, const char *name)
+{
+	if (creds)
+		return json_string_value(json_object_get(creds, name));
+	return getenv(name);
+}
+
+int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
+		      json_t *user_mcp, const char *const *exceptions,
+		      sr__creds **out, char *why, size_t n)
 {
 	sr__creds *c = calloc(1, sizeof(*c));
 	char reason[400];
@@ -173,7 +180,7 @@ int sr__creds_collect(json_t *desc, const char *model_url, json_t *user_mcp,
 		const char *env = json_string_value(v), *value, *dest;
 		json_t *d;
 		binding *b;
-		if (!env || !(value = getenv(env)) || !*value)
+		if (!env || !(value = sr__creds_env(creds, env)) || !*value)
 			continue;
 		d = declared(desc, env);
 		dest = model_url ? model_url : json_string_value(json_object_get(d, "host"));

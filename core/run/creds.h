@@ -35,17 +35,21 @@ typedef struct sr__creds sr__creds;
 int sr__creds_host_rule(const char *dest, const char *const *exceptions,
 			char *host, size_t hn, char *why, size_t n);
 
+/* The value of credential variable name: creds's ({NAME: value}) when
+ * creds is not NULL, else the runner's environment's. NULL when unset. */
+const char *sr__creds_env(json_t *creds, const char *name);
+
 /* The bindings of a run: the harness's credentials (desc "credentials":
  * [{"env", "kind", "host"}], or the bare names of "credential_env") whose
- * variables are set in the runner's environment, each bound to model_url's
+ * variables are set (sr__creds_env of creds), each bound to model_url's
  * host when given, else to its declared host; then every secret header of
  * the user MCP servers (ACP mcpServers entries with "headers"), bound to
  * the server's host. SR_OK, or SR_EPERM with why naming the binding that
  * breaks the rule (or has no host), or SR_ENOMEM. Values are registered as
  * secrets (never logged). */
-int sr__creds_collect(json_t *desc, const char *model_url, json_t *user_mcp,
-		      const char *const *exceptions, sr__creds **out,
-		      char *why, size_t n);
+int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
+		      json_t *user_mcp, const char *const *exceptions,
+		      sr__creds **out, char *why, size_t n);
 size_t sr__creds_count(const sr__creds *c);
 /* The bindings as the provider takes them (spec.credentials); owned by c. */
 const sr_credential *const *sr__creds_spec(const sr__creds *c);

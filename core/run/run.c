@@ -72,6 +72,8 @@ void sr__run_enter(sr__run *r, enum sr__run_phase next)
 	r->phase = next;
 	if (next == SR__RUN_STOPPING)
 		advance(r);
+	else if (next == SR__RUN_DONE && r->o.done)
+		r->o.done(r->o.ud);
 }
 
 int sr__run_started(sr__run *r, int rc, const char *code, const char *what)
@@ -276,12 +278,14 @@ int sr__run_done(const sr__run *r)
 	return r->phase == SR__RUN_DONE;
 }
 
+const char *sr__run_phase(const sr__run *r)
+{
+	return phase_names[r->phase];
+}
+
 void sr__run_free(sr__run *r)
 {
-	if (r->ctx->event_ud == r) {
-		r->ctx->event_sink = NULL;
-		r->ctx->event_ud = NULL;
-	}
+	sr__ctx_remove_sink(r->ctx, &r->sink);
 	sr__run_stop_kill_timer(r);
 	sr__run_perms_free(r);
 	if (r->bridge)

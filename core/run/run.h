@@ -26,7 +26,18 @@ typedef struct sr__run_opts {
 	const char *session;     /* resume this session, or NULL */
 	const char *tools_path;  /* a tools file, or NULL */
 	const char *mcp_path;    /* user MCP servers (ACP entries), or NULL */
+	/* The same as JSON, borrowed for the run's life (sandrund has them in
+	 * its request: no temporary file, which would have to be private,
+	 * cleaned up after a crash, and read back on the loop). Each takes
+	 * the place of its path when set. */
+	json_t *tools;           /* a tools-file array, or NULL */
+	json_t *mcp_servers;     /* an array of ACP mcpServers entries, or NULL */
 	const char *model_url;   /* the model endpoint, or NULL */
+	/* The values of the harness's credential variables, {NAME: value},
+	 * borrowed for the run's life; NULL: the runner's environment (as
+	 * sandrun run). With an object, only its values are used: a service
+	 * never mixes a caller's credentials with its own. */
+	json_t *credentials;
 	const char *prompt;
 	const char *shim_path;   /* sandrun-shim on the runner's host */
 	int network;             /* SR_NET_OPEN or SR_NET_OFF */
@@ -35,6 +46,10 @@ typedef struct sr__run_opts {
 	uint64_t acp_timeout_ms; /* initialize and session setup; 0: 120 s */
 	/* Every event, borrowed for the call. */
 	void (*event)(void *ud, json_t *event);
+	/* Once, when the run is done (sr__run_done); called from inside the
+	 * run, which must not be freed before the call returns; never when
+	 * sr__run_start fails. NULL: the caller polls sr__run_done. */
+	void (*done)(void *ud);
 	void *ud;
 } sr__run_opts;
 
@@ -53,6 +68,8 @@ int sr__run_permission(sr__run *r, const char *request_id, int allow);
 /* No one will answer permission requests any more: deny them. */
 void sr__run_deny_asks(sr__run *r);
 int sr__run_done(const sr__run *r);
+/* The run's phase: "planning", "acquiring", ..., "done". */
+const char *sr__run_phase(const sr__run *r);
 /* The exit code, once done; frees the run. */
 int sr__run_finish(sr__run *r);
 
@@ -65,11 +82,12 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
 
 /* Append to env ({name, value} objects) the runner's values of desc's
  * passthrough_env and, unless caps has SR_CAP_ISOLATED_SECRETS, of its
- * credential_env, whose names then go into exposed: a provider that
+ * credential_env (taken from creds, {NAME: value}, when not NULL: see
+ * sr__creds_env), whose names then go into exposed: a provider that
  * isolates secrets receives them only through spec.credentials. Values of
  * credentials are registered as secrets either way. Exposed for tests. */
-void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
-			     json_t *exposed);
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *creds,
+			     json_t *env, json_t *exposed);
 /* The lines [line, line + limit) of len bytes at data (line 1-based,
  * limit <= 0 for all): their offset and length. data need not end in a
  * NUL. Exposed for tests. */

@@ -39,6 +39,7 @@ typedef struct sr__mcp_lookups sr__mcp_lookups;
 struct sr__run {
 	sr__ctx *ctx;
 	sr__run_opts o;
+	sr__event_sink sink;     /* its plugins' events */
 	enum sr__run_phase phase;
 	int inflight;            /* operations whose callback is still due,
 				  * the agent's channel included */

@@ -195,8 +195,11 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	}
 	r->ctx = ctx;
 	r->o = *o;
-	ctx->event_sink = sr__run_plugin_event;
-	ctx->event_ud = r;
+	/* Plugins' events: those of this run's provider and harness (set
+	 * below, before either starts). Runs at once each have their own. */
+	r->sink.fn = sr__run_plugin_event;
+	r->sink.ud = r;
+	sr__ctx_add_sink(ctx, &r->sink);
 	if (!r->o.acp_timeout_ms)
 		r->o.acp_timeout_ms = DEFAULT_ACP_TIMEOUT_MS;
 	r->t0 = r->t_phase = uv_now(ctx->loop);
@@ -223,6 +226,8 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	plan.enforcement_strict = o->enforcement_strict;
 	r->provider = sr__registry_find(ctx->reg, SR_PLUGIN_PROVIDER, ctx->rc.provider);
 	r->harness = sr__registry_find(ctx->reg, SR_PLUGIN_HARNESS, r->o.harness);
+	r->sink.only[0] = r->provider;
+	r->sink.only[r->provider ? 1 : 0] = r->harness;
 	plan.provider_loaded = r->provider && sr__plugin_start(ctx, r->provider) == SR_OK;
 	plan.harness_enabled = harness_enabled(ctx, r->o.harness);
 	plan.harness_loaded = r->harness && sr__plugin_start(ctx, r->harness) == SR_OK;
@@ -230,20 +235,25 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		plan.provider_caps = sr__provider_capabilities(r->provider);
 	r->desc = plan.harness_loaded ? sr__harness_describe(r->harness) : json_object();
 	plan.harness_tools = json_object_get(r->desc, "tools");
-	if (o->tools_path) {
-		if (sr__tools_load(o->tools_path, &r->tools, err, sizeof(err)) != SR_OK) {
+	if (o->tools_path || o->tools) {
+		if ((o->tools ? sr__tools_parse(o->tools, "tools", &r->tools, err, sizeof(err)) :
+				sr__tools_load(o->tools_path, &r->tools, err, sizeof(err))) != SR_OK) {
 			refuse(r, "tools_invalid", err, exit_code);
 			sr__run_free(r);
 			return SR_EINVAL;
 		}
 		plan.has_tools = r->tools->n > 0;
 	}
-	if (o->mcp_path) {
-		json_error_t jerr;
-		r->user_mcp = json_load_file(o->mcp_path, 0, &jerr);
+	if (o->mcp_path || o->mcp_servers) {
+		json_error_t jerr = { .text = "" };
+		/* A copy: the run writes placeholders into its headers. */
+		r->user_mcp = o->mcp_servers ? json_deep_copy(o->mcp_servers) :
+					       json_load_file(o->mcp_path, 0, &jerr);
 		if (!json_is_array(r->user_mcp)) {
 			snprintf(msg, sizeof(msg), "%s: expected a JSON array of MCP server entries%s%s",
-				 o->mcp_path, r->user_mcp ? "" : ": ", r->user_mcp ? "" : jerr.text);
+				 o->mcp_servers ? "mcp_servers" : o->mcp_path,
+				 r->user_mcp || !jerr.text[0] ? "" : ": ",
+				 r->user_mcp ? "" : jerr.text);
 			refuse(r, "mcp_server_invalid", msg, exit_code);
 			sr__run_free(r);
 			return SR_EINVAL;
@@ -269,8 +279,8 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	r->isolate = ctx->rc.credential_isolation != SR__ISOLATION_NONE &&
 		     (plan.provider_caps & SR_CAP_ISOLATED_SECRETS);
 	if (r->isolate) {
-		rc = sr__creds_collect(r->desc, o->model_url, r->user_mcp, r->secrets_allow,
-				       &r->creds, msg, sizeof(msg));
+		rc = sr__creds_collect(r->desc, o->credentials, o->model_url, r->user_mcp,
+				       r->secrets_allow, &r->creds, msg, sizeof(msg));
 		if (rc != SR_OK) {
 			refuse(r, rc == SR_EPERM ? "credential_host_refused" : "out_of_memory", msg,
 			       exit_code);

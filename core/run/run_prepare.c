@@ -120,16 +120,19 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
 }
 
 /* Append the runner's values of the env names desc lists under key to
- * env ({name, value} objects); each value is registered as a secret when
- * names is not NULL, and its name appended there. */
-static void copy_env(json_t *desc, const char *key, json_t *env, json_t *names)
+ * env ({name, value} objects); credentials (names not NULL) come from
+ * creds when given, each value is registered as a secret and its name
+ * appended to names. */
+static void copy_env(json_t *desc, const char *key, json_t *creds, json_t *env,
+		     json_t *names)
 {
 	json_t *v;
 	size_t i;
 
 	json_array_foreach(json_object_get(desc, key), i, v) {
 		const char *name = json_string_value(v);
-		const char *value = name ? getenv(name) : NULL;
+		const char *value = !name ? NULL : names ? sr__creds_env(creds, name) :
+							   getenv(name);
 		if (!value || !*value)
 			continue;
 		if (names) {
@@ -142,18 +145,18 @@ static void copy_env(json_t *desc, const char *key, json_t *env, json_t *names)
 	}
 }
 
-void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
-			     json_t *exposed)
+void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *creds,
+			     json_t *env, json_t *exposed)
 {
 	json_t *names = json_array();
 
-	copy_env(desc, "passthrough_env", env, NULL);
+	copy_env(desc, "passthrough_env", NULL, env, NULL);
 	/* A provider that isolates secrets gets them through
 	 * spec.credentials only: never also as plain environment. */
 	if (caps & SR_CAP_ISOLATED_SECRETS) {
-		copy_env(desc, "credential_env", NULL, names);
+		copy_env(desc, "credential_env", creds, NULL, names);
 	} else {
-		copy_env(desc, "credential_env", env, names);
+		copy_env(desc, "credential_env", creds, env, names);
 		json_array_extend(exposed, names);
 	}
 	json_decref(names);
@@ -165,8 +168,8 @@ static int add_credentials(sr__run *r)
 
 	/* With isolation, the provider has the credentials as bindings and
 	 * the sandbox only placeholders; the values never go into env. */
-	sr__run_env_from_runner(r->desc, r->isolate ? SR_CAP_ISOLATED_SECRETS : 0, r->env,
-				exposed);
+	sr__run_env_from_runner(r->desc, r->isolate ? SR_CAP_ISOLATED_SECRETS : 0,
+				r->o.credentials, r->env, exposed);
 	if (!r->isolate)
 		sr__creds_header_names(r->user_mcp, exposed);
 	if (json_array_size(exposed))

@@ -189,8 +189,9 @@ Test(complete, plugin_events_carry_type_plugin_and_fields)
 {
 	sr__plugin *p = started(SR_PLUGIN_TUNNEL, "twin");
 	const sr_host *h = &p->host->pub;
+	sr__event_sink s = { sink, NULL, { NULL }, NULL };
 
-	ctx.event_sink = sink;
+	sr__ctx_add_sink(&ctx, &s);
 	h->event(h, "tunnel.failed", "{\"reason\":\"agent exited\"}");
 	cr_assert_not_null(last_event);
 	cr_assert_str_eq(json_string_value(json_object_get(last_event, "type")), "tunnel.failed");
@@ -201,5 +202,68 @@ Test(complete, plugin_events_carry_type_plugin_and_fields)
 	h->event(h, "cleanup_pending", "[not an object]");
 	cr_assert_null(last_event, "a malformed event reached the run");
 	cr_assert(strstr(t_log_text(), "event 'cleanup_pending' dropped"), "%s", t_log_text());
-	ctx.event_sink = NULL;
+	sr__ctx_remove_sink(&ctx, &s);
+}
+
+static int events_a, events_b;
+
+static void count_a(void *ud, json_t *ev)
+{
+	(void)ud;
+	(void)ev;
+	events_a++;
+}
+
+static void count_b(void *ud, json_t *ev)
+{
+	(void)ud;
+	(void)ev;
+	events_b++;
+}
+
+Test(complete, plugin_events_reach_only_the_runs_that_use_the_plugin)
+{
+	sr__plugin *twin = started(SR_PLUGIN_TUNNEL, "twin");
+	sr__plugin *rude = started(SR_PLUGIN_PROVIDER, "rude");
+	const sr_host *ht = &twin->host->pub, *hr = &rude->host->pub;
+	sr__event_sink a = { count_a, NULL, { twin }, NULL };
+	sr__event_sink b = { count_b, NULL, { rude }, NULL };
+
+	sr__ctx_add_sink(&ctx, &a);
+	sr__ctx_add_sink(&ctx, &b);
+	ht->event(ht, "tunnel.failed", NULL);
+	cr_assert_eq(events_a, 1);
+	cr_assert_eq(events_b, 0, "a run got the event of a plugin it does not use");
+	hr->event(hr, "sandbox.progress", "{}");
+	cr_assert_eq(events_a, 1);
+	cr_assert_eq(events_b, 1);
+	sr__ctx_remove_sink(&ctx, &a);
+	ht->event(ht, "tunnel.failed", NULL);
+	cr_assert_eq(events_a, 1, "a removed sink still got events");
+	cr_assert(strstr(t_log_text(), "no run to take it"), "%s", t_log_text());
+	sr__ctx_remove_sink(&ctx, &b);
+}
+
+Test(complete, checked_calls_are_counted_by_operation_with_their_failures)
+{
+	sr__plugin *p = started(SR_PLUGIN_PROVIDER, "rude");
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, NULL, 0, NULL, NULL, 0 };
+	seen s = { 0 };
+	const sr__op_stat *create = NULL, *destroy = NULL;
+
+	cr_assert_eq(sr__provider_create(p, 1, &spec, record, &s), SR_OK);
+	cr_assert_eq(sr__provider_destroy(p, 2, "rude-1", record, &s), SR_EIO);
+	drain();
+	for (size_t i = 0; i < p->n_stats; i++) {
+		if (strcmp(p->stats[i].op, "create") == 0)
+			create = &p->stats[i];
+		if (strcmp(p->stats[i].op, "destroy") == 0)
+			destroy = &p->stats[i];
+	}
+	cr_assert_not_null(create);
+	cr_assert_not_null(destroy);
+	cr_assert_eq(create->calls, 1);
+	cr_assert_eq(create->errors, 0);
+	cr_assert_eq(destroy->calls, 1);
+	cr_assert_eq(destroy->errors, 1, "an error return is a failed call, counted once");
 }

@@ -27,6 +27,7 @@ static int emu_stdin = -1;
 static char api_url[256];
 static int emu_port;
 static json_t *events;
+static sr__event_sink sinks; /* the plugin's events, into events */
 
 /* ------------------------------------------------------------ emulator */
 
@@ -173,7 +174,8 @@ static void start(const char *extra)
 	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
 		     SR_OK);
 	ctx_up = 1;
-	ctx.event_sink = sink;
+	sinks.fn = sink;
+	sr__ctx_add_sink(&ctx, &sinks);
 	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "daytona");
 	cr_assert_not_null(p, "daytona provider not found in %s", getenv("SANDRUN_PLUGIN_PATH"));
 	cr_assert_eq(sr__plugin_start(&ctx, p), SR_OK, "%s", t_log_text());
@@ -330,7 +332,7 @@ Test(daytona, create_ending_in_error_deletes_the_sandbox_and_names_the_error)
 
 	start("");
 	admin("POST", "/_emulator/config", "{\"transitionMs\":300}", NULL, 0);
-	ctx.event_sink = sink_forcing_error;
+	sinks.fn = sink_forcing_error;
 	reset();
 	cr_assert_eq(sr__provider_create(p, 1, &spec, sr__wait_done, &w), SR_OK);
 	d_wait();

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "core/host/log.h"
 #include "core/run/creds.h"
 #include "core/run/run.h"
 
@@ -98,11 +99,11 @@ Test(run, isolated_secrets_never_reach_the_plain_environment)
 	setenv("T_CRED_KEY", "sk-isolated-1234", 1);
 	setenv("T_PASS_URL", "https://model.example/v1", 1);
 	unsetenv("T_UNSET");
-	sr__run_env_from_runner(desc, SR_CAP_ISOLATED_SECRETS | SR_CAP_REMOTE, env, exposed);
+	sr__run_env_from_runner(desc, SR_CAP_ISOLATED_SECRETS | SR_CAP_REMOTE, NULL, env, exposed);
 	cr_assert(env_has(env, "T_PASS_URL"));
 	cr_assert_not(env_has(env, "T_CRED_KEY"), "an isolated secret was injected as plain env");
 	cr_assert_eq(json_array_size(exposed), 0);
-	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, &c, why, sizeof(why)), SR_OK, "%s",
+	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, NULL, &c, why, sizeof(why)), SR_OK, "%s",
 		     why);
 	cr_assert_eq(sr__creds_count(c), 1);
 	creds = sr__creds_spec(c);
@@ -121,7 +122,7 @@ Test(run, isolated_secrets_never_reach_the_plain_environment)
 	/* The model URL replaces the declared host; a new value, a new
 	 * fingerprint. */
 	setenv("T_CRED_KEY", "sk-isolated-5678", 1);
-	cr_assert_eq(sr__creds_collect(desc, "https://gw.example.org/v1", NULL, NULL, &c, why,
+	cr_assert_eq(sr__creds_collect(desc, NULL, "https://gw.example.org/v1", NULL, NULL, &c, why,
 				       sizeof(why)), SR_OK, "%s", why);
 	cr_assert_str_eq(sr__creds_spec(c)[0]->hosts[0], "gw.example.org");
 	sr__creds_fingerprint(c, fp2);
@@ -203,12 +204,12 @@ Test(run, bindings_name_what_breaks_the_rule_and_headers_get_placeholders)
 	char why[400];
 
 	setenv("T_BARE_KEY", "sk-bare-1", 1);
-	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, &c, why, sizeof(why)), SR_EPERM);
+	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, NULL, &c, why, sizeof(why)), SR_EPERM);
 	cr_assert(strstr(why, "T_BARE_KEY") && strstr(why, "no destination host"), "%s", why);
-	cr_assert_eq(sr__creds_collect(desc, "http://127.0.0.1:9/v1", NULL, NULL, &c, why,
+	cr_assert_eq(sr__creds_collect(desc, NULL, "http://127.0.0.1:9/v1", NULL, NULL, &c, why,
 				       sizeof(why)), SR_EPERM);
 	cr_assert(strstr(why, "credential T_BARE_KEY: "), "%s", why);
-	cr_assert_eq(sr__creds_collect(desc, "https://model.example.com", mcp, NULL, &c, why,
+	cr_assert_eq(sr__creds_collect(desc, NULL, "https://model.example.com", mcp, NULL, &c, why,
 				       sizeof(why)), SR_OK, "%s", why);
 	cr_assert_eq(sr__creds_count(c), 2, "the key and the Authorization header, not X-Tenant");
 	cr_assert_str_eq(sr__creds_spec(c)[0]->name, "T_BARE_KEY");
@@ -238,13 +239,50 @@ Test(run, bindings_name_what_breaks_the_rule_and_headers_get_placeholders)
 	json_decref(desc);
 }
 
+Test(run, a_credentials_map_replaces_the_runner_environment)
+{
+	json_t *desc = json_pack("{s:[s, s], s:[s]}", "credential_env", "T_CRED_KEY",
+				 "T_CRED_OTHER", "passthrough_env", "T_PASS_URL");
+	json_t *creds = json_pack("{s:s}", "T_CRED_KEY", "sk-from-request-1234");
+	json_t *env = json_array(), *exposed = json_array(), *v;
+	sr__creds *c = NULL;
+	char why[400], *red;
+	size_t i;
+
+	setenv("T_CRED_KEY", "sk-from-runner-1234", 1);
+	setenv("T_CRED_OTHER", "sk-runner-other-1234", 1);
+	setenv("T_PASS_URL", "https://model.example/v1", 1);
+	sr__run_env_from_runner(desc, 0, creds, env, exposed);
+	json_array_foreach(env, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "name")), "T_CRED_KEY") == 0)
+			cr_assert_str_eq(json_string_value(json_object_get(v, "value")),
+					 "sk-from-request-1234");
+	cr_assert(env_has(env, "T_CRED_KEY"));
+	cr_assert_not(env_has(env, "T_CRED_OTHER"), "the runner's own credential was mixed in");
+	cr_assert(env_has(env, "T_PASS_URL"), "passthrough still comes from the runner");
+	cr_assert_eq(json_array_size(exposed), 1);
+	/* The value is registered for redaction. */
+	red = sr__redact("key sk-from-request-1234 here");
+	cr_assert_str_eq(red, "key [REDACTED] here");
+	free(red);
+	cr_assert_eq(sr__creds_collect(desc, creds, "https://gw.example.org", NULL, NULL, &c, why,
+				       sizeof(why)), SR_OK, "%s", why);
+	cr_assert_eq(sr__creds_count(c), 1);
+	cr_assert_str_eq(sr__creds_spec(c)[0]->value, "sk-from-request-1234");
+	sr__creds_free(c);
+	json_decref(env);
+	json_decref(exposed);
+	json_decref(creds);
+	json_decref(desc);
+}
+
 Test(run, without_isolation_secrets_are_plain_env_and_reported_exposed)
 {
 	json_t *desc = json_pack("{s:[s]}", "credential_env", "T_CRED_KEY");
 	json_t *env = json_array(), *exposed = json_array();
 
 	setenv("T_CRED_KEY", "sk-plain-1234", 1);
-	sr__run_env_from_runner(desc, 0, env, exposed);
+	sr__run_env_from_runner(desc, 0, NULL, env, exposed);
 	cr_assert(env_has(env, "T_CRED_KEY"));
 	cr_assert_eq(json_array_size(exposed), 1);
 	cr_assert_str_eq(json_string_value(json_array_get(exposed, 0)), "T_CRED_KEY");
