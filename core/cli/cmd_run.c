@@ -1,7 +1,8 @@
-/* sandrun run: one agent turn from the command line. NDJSON events with
- * --json or when standard output is not a terminal; otherwise the agent's
- * text as it streams, tool calls, permission prompts at the keyboard, and
- * a summary. */
+/* sandrun run: one agent turn from the command line, in this process or,
+ * with --server, on sandrund (run_server.c). NDJSON events with --json or
+ * when standard output is not a terminal; otherwise the agent's text as
+ * it streams, tool calls, permission prompts at the keyboard, and a
+ * summary (the shared part: sr__run_ui). */
 #include "config.h"
 
 #include <getopt.h>
@@ -14,6 +15,7 @@
 
 #include "core/cli/cli.h"
 #include "core/cli/input.h"
+#include "core/cli/run_ui.h"
 #include "core/host/log.h"
 #include "core/tools/relay.h"
 #include "core/run/run.h"
@@ -22,7 +24,8 @@ static const char run_help[] =
 	"Usage: sandrun run [--config FILE] [--harness NAME] [--session ID]\n"
 	"                   [--tools FILE] [--mcp-servers FILE] [--model-url URL]\n"
 	"                   [--network open|off] [--network-enforcement strict|best_effort]\n"
-	"                   [--json] [--approve-all | --deny-all] PROMPT\n"
+	"                   [--json] [--approve-all | --deny-all]\n"
+	"                   [--server URL [--token-file FILE]] PROMPT\n"
 	"\n"
 	"Run one turn of a coding agent in a sandbox of the configured provider.\n"
 	"--session resumes an earlier run's session (its id is printed at the end\n"
@@ -38,6 +41,13 @@ static const char run_help[] =
 	"On a terminal they are asked at the keyboard. --approve-all and --deny-all\n"
 	"answer them all. Ctrl-C cancels the turn cleanly.\n"
 	"\n"
+	"--server URL runs the turn on sandrund (http://HOST:PORT or unix:PATH) rather\n"
+	"than in this process: the same events, answers and exit codes; the service's\n"
+	"configuration and credentials apply. Its bearer token comes from the first\n"
+	"line of --token-file or from SANDRUN_TOKEN. Failures to reach or use the\n"
+	"service: 4 unreachable, 3 token refused, 2 request refused, 75 busy (try\n"
+	"again).\n"
+	"\n"
 	"Exit codes: 0 the turn ended; 5 refused before any sandbox existed (a plan\n"
 	"gate: see run.failed's code); 6 the run failed; 75 it failed on something\n"
 	"transient (the provider timed out or answered 5xx: the session is kept, try\n"
@@ -45,19 +55,10 @@ static const char run_help[] =
 	"3 configuration.\n";
 
 typedef struct ui {
+	sr__run_ui view;       /* first: the hooks get it */
 	sr__ctx *ctx;
 	sr__run *run;
-	int json;
-	int interactive;       /* a terminal: ask at the keyboard */
-	char asking[64];       /* the permission request on screen */
-	sr__input *input;
-	char line[4096];
-	size_t line_len;
-	int tools_seen;
-	int at_line_start;
 	uv_signal_t sigint, sigterm;
-	json_t *timings;
-	json_t *titles;        /* tool call id -> title */
 } ui;
 
 /* ---------------------------------------------------------- rendering */
@@ -85,14 +86,14 @@ static const char *str(json_t *ev, const char *key)
 	return s ? s : "";
 }
 
-static void newline(ui *u)
+static void newline(sr__run_ui *u)
 {
 	if (!u->at_line_start)
 		fputc('\n', stdout);
 	u->at_line_start = 1;
 }
 
-static void render(ui *u, json_t *ev)
+static void render(sr__run_ui *u, json_t *ev)
 {
 	const char *type = str(ev, "type");
 
@@ -157,19 +158,24 @@ static void render(ui *u, json_t *ev)
 	fflush(stdout);
 }
 
-static void on_event(void *ud, json_t *ev)
+void sr__run_ui_event(sr__run_ui *u, json_t *ev)
 {
-	ui *u = ud;
-
 	if (u->json)
 		print_json(ev);
 	else
 		render(u, ev);
 }
 
+static void on_event(void *ud, json_t *ev)
+{
+	ui *u = ud;
+
+	sr__run_ui_event(&u->view, ev);
+}
+
 /* ------------------------------------------------------------- input */
 
-static void control_line(ui *u, const char *line)
+static void control_line(sr__run_ui *u, const char *line)
 {
 	json_t *msg;
 	const char *id;
@@ -177,7 +183,7 @@ static void control_line(ui *u, const char *line)
 	if (u->interactive) {
 		if (!u->asking[0])
 			return;
-		sr__run_permission(u->run, u->asking, line[0] == 'y' || line[0] == 'Y');
+		u->answer(u, u->asking, line[0] == 'y' || line[0] == 'Y');
 		u->asking[0] = 0;
 		u->at_line_start = 1;
 		return;
@@ -189,20 +195,20 @@ static void control_line(ui *u, const char *line)
 	if (strcmp(str(msg, "type"), "permission.response") != 0 || !id ||
 	    !json_is_boolean(json_object_get(msg, "allow")))
 		sr__log(SR_LOG_WARN, "run", "ignored control line (expected {\"type\":\"permission.response\",\"request_id\":...,\"allow\":true|false})");
-	else if (sr__run_permission(u->run, id, json_is_true(json_object_get(msg, "allow"))) != SR_OK)
+	else if (u->answer(u, id, json_is_true(json_object_get(msg, "allow"))) != SR_OK)
 		sr__log(SR_LOG_WARN, "run", "no permission request '%s' is waiting", id);
 	json_decref(msg);
 }
 
 static void on_input(void *ud, const char *data, size_t n)
 {
-	ui *u = ud;
+	sr__run_ui *u = ud;
 
-	if (!u->run)
+	if (!u->answer)
 		return;
 	if (n == 0) {
 		u->input = NULL;
-		sr__run_deny_asks(u->run); /* nobody is left to answer */
+		u->deny_all(u); /* nobody is left to answer */
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -216,6 +222,51 @@ static void on_input(void *ud, const char *data, size_t n)
 			control_line(u, u->line);
 		u->line_len = 0;
 	}
+}
+
+void sr__run_ui_init(sr__run_ui *u, int json)
+{
+	memset(u, 0, sizeof(*u));
+	u->json = json || !isatty(1);
+	u->interactive = !u->json && isatty(0);
+	u->at_line_start = 1;
+	u->timings = json_object();
+	u->titles = json_object();
+}
+
+void sr__run_ui_clear(sr__run_ui *u)
+{
+	sr__run_ui_stop_input(u);
+	json_decref(u->timings);
+	json_decref(u->titles);
+	u->timings = u->titles = NULL;
+}
+
+void sr__run_ui_start_input(sr__run_ui *u, uv_loop_t *loop)
+{
+	sr__input_start(loop, 0, on_input, u, &u->input);
+}
+
+void sr__run_ui_stop_input(sr__run_ui *u)
+{
+	sr__input_stop(u->input);
+	u->input = NULL;
+}
+
+/* The in-process run's answers. */
+static int answer_here(sr__run_ui *v, const char *id, int allow)
+{
+	ui *u = (ui *)v;
+
+	return u->run ? sr__run_permission(u->run, id, allow) : SR_ENOTFOUND;
+}
+
+static void deny_here(sr__run_ui *v)
+{
+	ui *u = (ui *)v;
+
+	if (u->run)
+		sr__run_deny_asks(u->run);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -236,6 +287,114 @@ static char *default_shim(void)
 	return strdup(env && *env ? env : SR_LIBEXECDIR "/sandrun-shim");
 }
 
+/* The turn in this process. */
+static int run_here(sr__run_opts *o, int json, const char *config_path)
+{
+	ui u;
+	char *shim;
+	const char *env;
+	int rc, exit_code;
+
+	memset(&u, 0, sizeof(u));
+	sr__run_ui_init(&u.view, json);
+	u.view.answer = answer_here;
+	u.view.deny_all = deny_here;
+	if ((env = getenv("SANDRUN_ACP_TIMEOUT_MS")))
+		o->acp_timeout_ms = strtoull(env, NULL, 10);
+	shim = default_shim();
+	o->shim_path = shim;
+	o->event = on_event;
+	o->ud = &u;
+	u.ctx = calloc(1, sizeof(*u.ctx));
+	if (!u.ctx) {
+		exit_code = SR_EXIT_FAIL;
+		goto out;
+	}
+	rc = sr__cli_setup(u.ctx, config_path);
+	if (rc != SR_EXIT_OK) {
+		exit_code = rc;
+		goto out;
+	}
+	if (o->tools_path && access(shim, X_OK) != 0) {
+		fprintf(stderr, "sandrun run: platform tools need sandrun-shim, not found at %s (set SANDRUN_SHIM)\n",
+			shim);
+		exit_code = SR_EXIT_CONFIG;
+		goto out;
+	}
+	uv_signal_init(u.ctx->loop, &u.sigint);
+	uv_signal_init(u.ctx->loop, &u.sigterm);
+	u.sigint.data = u.sigterm.data = &u;
+	uv_signal_start(&u.sigint, on_signal, SIGINT);
+	uv_signal_start(&u.sigterm, on_signal, SIGTERM);
+	if (sr__run_start(u.ctx, o, &u.run, &exit_code) == SR_OK) {
+		if (o->ask_policy == SR_ASK_WAIT)
+			sr__run_ui_start_input(&u.view, u.ctx->loop);
+		while (!sr__run_done(u.run) && uv_run(u.ctx->loop, UV_RUN_ONCE))
+			;
+		exit_code = sr__run_finish(u.run);
+		u.run = NULL;
+	}
+	sr__run_ui_stop_input(&u.view);
+	uv_close((uv_handle_t *)&u.sigint, NULL);
+	uv_close((uv_handle_t *)&u.sigterm, NULL);
+	uv_run(u.ctx->loop, UV_RUN_NOWAIT);
+out:
+	if (u.ctx)
+		sr__ctx_cleanup(u.ctx);
+	free(u.ctx);
+	free(shim);
+	sr__run_ui_clear(&u.view);
+	return exit_code;
+}
+
+/* A JSON array from file (--tools, --mcp-servers), for the service. */
+static json_t *array_file(const char *opt, const char *path)
+{
+	json_error_t err;
+	json_t *a = json_load_file(path, 0, &err);
+
+	if (json_is_array(a))
+		return a;
+	fprintf(stderr, "sandrun run: %s %s: %s\n", opt, path,
+		a ? "expected a JSON array" : err.text);
+	json_decref(a);
+	return NULL;
+}
+
+/* The request sandrund takes (doc/api.yaml) for the same options. */
+static json_t *server_body(const sr__run_opts *o)
+{
+	static const char *const modes[] = { "ask", "approve_all", "deny_all" };
+	json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s}}", "prompt", o->prompt,
+				 "permission_mode", modes[o->ask_policy % 3], "network", "mode",
+				 o->network == SR_NET_OFF ? "off" : "open", "enforcement",
+				 o->enforcement_strict ? "strict" : "best_effort");
+	json_t *a;
+
+	if (!body)
+		return NULL;
+	if (o->harness)
+		json_object_set_new(body, "harness", json_string(o->harness));
+	if (o->session)
+		json_object_set_new(body, "session", json_string(o->session));
+	if (o->model_url)
+		json_object_set_new(body, "model", json_pack("{s:s}", "url", o->model_url));
+	if (o->tools_path) {
+		if (!(a = array_file("--tools", o->tools_path)))
+			goto fail;
+		json_object_set_new(body, "tools", a);
+	}
+	if (o->mcp_path) {
+		if (!(a = array_file("--mcp-servers", o->mcp_path)))
+			goto fail;
+		json_object_set_new(body, "mcp_servers", a);
+	}
+	return body;
+fail:
+	json_decref(body);
+	return NULL;
+}
+
 int sr__cmd_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -250,20 +409,20 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		{ "json", no_argument, NULL, 'j' },
 		{ "approve-all", no_argument, NULL, 'A' },
 		{ "deny-all", no_argument, NULL, 'D' },
+		{ "server", required_argument, NULL, 'S' },
+		{ "token-file", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
+	const char *server = NULL, *token_file = NULL;
 	sr__run_opts o;
-	ui u;
-	char *shim;
-	const char *env;
-	int c, rc, exit_code;
+	json_t *body;
+	int c, json = 0, rc;
 
 	memset(&o, 0, sizeof(o));
-	memset(&u, 0, sizeof(u));
 	o.enforcement_strict = 1;
 	o.ask_policy = SR_ASK_WAIT;
-	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADS:T:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config_path = optarg; break;
 		case 'H': o.harness = optarg; break;
@@ -271,9 +430,11 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		case 't': o.tools_path = optarg; break;
 		case 'm': o.mcp_path = optarg; break;
 		case 'u': o.model_url = optarg; break;
-		case 'j': u.json = 1; break;
+		case 'j': json = 1; break;
 		case 'A': o.ask_policy = SR_ASK_APPROVE; break;
 		case 'D': o.ask_policy = SR_ASK_DENY; break;
+		case 'S': server = optarg; break;
+		case 'T': token_file = optarg; break;
 		case 'n':
 			if (strcmp(optarg, "open") != 0 && strcmp(optarg, "off") != 0) {
 				fprintf(stderr, "sandrun run: --network '%s': expected open or off\n", optarg);
@@ -302,57 +463,15 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	o.prompt = argv[optind];
-	if ((env = getenv("SANDRUN_ACP_TIMEOUT_MS")))
-		o.acp_timeout_ms = strtoull(env, NULL, 10);
-	if (!u.json && !isatty(1))
-		u.json = 1;
-	u.interactive = !u.json && isatty(0);
-	u.at_line_start = 1;
-	u.timings = json_object();
-	u.titles = json_object();
-	shim = default_shim();
-	o.shim_path = shim;
-	o.event = on_event;
-	o.ud = &u;
-	u.ctx = calloc(1, sizeof(*u.ctx));
-	if (!u.ctx) {
-		exit_code = SR_EXIT_FAIL;
-		goto out;
+	if (token_file && !server) {
+		fprintf(stderr, "sandrun run: --token-file goes with --server\n");
+		return SR_EXIT_USAGE;
 	}
-	rc = sr__cli_setup(u.ctx, config_path);
-	if (rc != SR_EXIT_OK) {
-		exit_code = rc;
-		goto out;
-	}
-	if (o.tools_path && access(shim, X_OK) != 0) {
-		fprintf(stderr, "sandrun run: platform tools need sandrun-shim, not found at %s (set SANDRUN_SHIM)\n",
-			shim);
-		exit_code = SR_EXIT_CONFIG;
-		goto out;
-	}
-	uv_signal_init(u.ctx->loop, &u.sigint);
-	uv_signal_init(u.ctx->loop, &u.sigterm);
-	u.sigint.data = u.sigterm.data = &u;
-	uv_signal_start(&u.sigint, on_signal, SIGINT);
-	uv_signal_start(&u.sigterm, on_signal, SIGTERM);
-	if (sr__run_start(u.ctx, &o, &u.run, &exit_code) == SR_OK) {
-		if (o.ask_policy == SR_ASK_WAIT)
-			sr__input_start(u.ctx->loop, 0, on_input, &u, &u.input);
-		while (!sr__run_done(u.run) && uv_run(u.ctx->loop, UV_RUN_ONCE))
-			;
-		exit_code = sr__run_finish(u.run);
-		u.run = NULL;
-	}
-	sr__input_stop(u.input);
-	uv_close((uv_handle_t *)&u.sigint, NULL);
-	uv_close((uv_handle_t *)&u.sigterm, NULL);
-	uv_run(u.ctx->loop, UV_RUN_NOWAIT);
-out:
-	if (u.ctx)
-		sr__ctx_cleanup(u.ctx);
-	free(u.ctx);
-	free(shim);
-	json_decref(u.timings);
-	json_decref(u.titles);
-	return exit_code;
+	if (!server)
+		return run_here(&o, json, config_path);
+	if (!(body = server_body(&o)))
+		return SR_EXIT_USAGE;
+	rc = sr__run_on_server(server, token_file, body, json);
+	json_decref(body);
+	return rc;
 }

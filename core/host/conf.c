@@ -40,6 +40,10 @@ static const char *const runner_keys[] = {
 
 static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
+static const char *const service_keys[] = {
+	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept", NULL
+};
+
 int sr__runner_id_valid(const char *id)
 {
 	size_t n = strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-_");
@@ -309,7 +313,7 @@ int sr__config_warn_sections(const sr__config *c,
 		struct entry *e = &c->entries[i];
 		int seen = 0;
 		if (strcmp(e->section, "runner") == 0 || strcmp(e->section, "secrets") == 0 ||
-		    is_known(e->section, ud))
+		    strcmp(e->section, "service") == 0 || is_known(e->section, ud))
 			continue;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(c->entries[j].section, e->section) == 0)
@@ -460,5 +464,109 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)
 		return sr__config_invalid(c, "runner", "log_level",
 			"one of error, warn, info, debug");
+	return SR_OK;
+}
+
+/* A whole number in [min, max], with an optional K or M suffix (powers of
+ * 1024) when sized. */
+static int parse_count(const char *v, int sized, unsigned long long min,
+		       unsigned long long max, unsigned long long *out)
+{
+	char *end = NULL;
+	unsigned long long n;
+
+	if (!v || !isdigit((unsigned char)*v))
+		return 0;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno)
+		return 0;
+	if (sized && (*end == 'K' || *end == 'k') && end[1] == 0 && n <= max / 1024) {
+		n *= 1024;
+		end++;
+	} else if (sized && (*end == 'M' || *end == 'm') && end[1] == 0 &&
+		   n <= max / (1024 * 1024)) {
+		n *= 1024 * 1024;
+		end++;
+	}
+	if (*end || n < min || n > max)
+		return 0;
+	*out = n;
+	return 1;
+}
+
+/* "unix:/absolute/path", or HOST:PORT with HOST a name, an IPv4 address
+ * or a bracketed IPv6 one, and PORT 0 to 65535 (0: any free one). */
+static int valid_listen(const char *v)
+{
+	const char *colon;
+	char *end = NULL;
+	unsigned long port;
+
+	if (strncmp(v, "unix:", 5) == 0)
+		return v[5] == '/' && strlen(v + 5) < 108 && !strpbrk(v + 5, "\n");
+	colon = strrchr(v, ':');
+	if (!colon || colon == v || !isdigit((unsigned char)colon[1]))
+		return 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (*end || port > 65535)
+		return 0;
+	if (v[0] == '[')
+		return colon[-1] == ']' && colon - v > 2;
+	for (const char *p = v; p < colon; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-')
+			return 0;
+	return 1;
+}
+
+int sr__config_service(const sr__config *c, sr__service_conf *sc)
+{
+	unsigned long long n;
+	const char *v;
+
+	sr__config_warn_unknown(c, "service", service_keys);
+	sc->listen = sr__config_get(c, "service", "listen");
+	if (!sc->listen)
+		sc->listen = "127.0.0.1:8470";
+	else if (!valid_listen(sc->listen))
+		return sr__config_invalid(c, "service", "listen",
+			"HOST:PORT (an IPv6 address in brackets) or unix:/absolute/path");
+	sc->tokens_file = sr__config_get(c, "service", "tokens_file");
+	if (sc->tokens_file && !*sc->tokens_file)
+		sc->tokens_file = NULL;
+	else if (sc->tokens_file && sc->tokens_file[0] != '/')
+		return sr__config_invalid(c, "service", "tokens_file", "an absolute file name");
+	v = sr__config_get(c, "service", "max_body");
+	sc->max_body = 1024 * 1024;
+	if (v) {
+		if (!parse_count(v, 1, 1024, 64ull * 1024 * 1024, &n))
+			return sr__config_invalid(c, "service", "max_body",
+				"a size from 1K to 64M (bytes, or with a K or M suffix)");
+		sc->max_body = (size_t)n;
+	}
+	v = sr__config_get(c, "service", "max_runs");
+	sc->max_runs = 8;
+	if (v) {
+		if (!parse_count(v, 0, 1, 10000, &n))
+			return sr__config_invalid(c, "service", "max_runs",
+				"a whole number from 1 to 10000");
+		sc->max_runs = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "event_buffer");
+	sc->event_buffer = 10000;
+	if (v) {
+		if (!parse_count(v, 0, 16, 1000000, &n))
+			return sr__config_invalid(c, "service", "event_buffer",
+				"a whole number from 16 to 1000000");
+		sc->event_buffer = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "runs_kept");
+	sc->runs_kept = 1000;
+	if (v) {
+		if (!parse_count(v, 0, 0, 100000, &n))
+			return sr__config_invalid(c, "service", "runs_kept",
+				"a whole number from 0 to 100000");
+		sc->runs_kept = (unsigned)n;
+	}
 	return SR_OK;
 }

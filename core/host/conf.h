@@ -60,6 +60,23 @@ typedef struct sr__runner_conf {
 	const char *secrets_allow_hosts; /* [secrets] allow_hosts, or "" */
 } sr__runner_conf;
 
+/* Parsed [service] values (sandrund) with their defaults. */
+typedef struct sr__service_conf {
+	const char *listen;      /* "HOST:PORT" or "unix:PATH"; default
+				  * 127.0.0.1:8470 */
+	const char *tokens_file; /* bearer tokens, one a line; NULL: none */
+	size_t max_body;         /* request body cap, bytes; default 1 MiB */
+	unsigned max_runs;       /* runs at once; default 8 */
+	unsigned event_buffer;   /* events kept per run; default 10000 */
+	unsigned runs_kept;      /* ended runs kept for GET and replay;
+				  * default 1000 */
+} sr__service_conf;
+
+/* Fill sc from [service], validating each value (SR_EINVAL on the first
+ * invalid one, logged with where it was set) and warning about unknown
+ * keys. */
+int sr__config_service(const sr__config *c, sr__service_conf *sc);
+
 /* Whether id can name a runner: 1 to 40 of [a-z0-9_-]. */
 int sr__runner_id_valid(const char *id);
 

@@ -35,6 +35,7 @@ struct sr__http {
 	int in_curl;
 	int kick_armed;
 	uv_timer_t kick;
+	char *unix_socket;   /* every request goes there, or NULL */
 };
 
 struct sr_http_call {
@@ -520,6 +521,7 @@ static void on_timer_closed(uv_handle_t *t)
 	if (--h->closing > 0)
 		return; /* the other timer's close is still to come */
 	curl_multi_cleanup(h->multi);
+	free(h->unix_socket);
 	free(h);
 }
 
@@ -636,6 +638,8 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 			 (long)(req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS));
 	curl_easy_setopt(c->easy, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)c->max);
 	curl_easy_setopt(c->easy, CURLOPT_USERAGENT, "sandrun/" PACKAGE_VERSION);
+	if (h->unix_socket)
+		curl_easy_setopt(c->easy, CURLOPT_UNIX_SOCKET_PATH, h->unix_socket);
 	if (strcmp(method, "GET") != 0)
 		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	if (req->body || strcmp(method, "POST") == 0 ||
@@ -690,6 +694,17 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		h->calls->prev = c;
 	h->calls = c;
 	return c;
+}
+
+int sr__http_set_unix_socket(sr__http *h, const char *path)
+{
+	char *copy = path ? strdup(path) : NULL;
+
+	if (path && !copy)
+		return SR_ENOMEM;
+	free(h->unix_socket);
+	h->unix_socket = copy;
+	return SR_OK;
 }
 
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,

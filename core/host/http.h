@@ -13,6 +13,10 @@ sr__http *sr__http_new(uv_loop_t *loop);
  * then frees the client once its handles are closed. */
 void sr__http_free(sr__http *h);
 
+/* Send every later request of h to the Unix socket at path (a copy; NULL:
+ * TCP again) whatever host the URL names: sandrun run --server unix:PATH. */
+int sr__http_set_unix_socket(sr__http *h, const char *path);
+
 /* Start a request; see sr_host.http_request. Returns NULL (and runs done
  * with the error before returning) when it cannot start. */
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,

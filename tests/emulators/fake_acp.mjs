@@ -9,10 +9,17 @@
 //                   reports what it got as one agent_message_chunk (JSON)
 //   cancel          the prompt waits until session/cancel, then ends
 //                   with stopReason "cancelled"
+//   ok              answers "hello from the fake agent" and ends the turn
+//   permission      asks session/request_permission (allow once / reject
+//                   once), says which option came back, ends the turn
+//   slow:MS         "working..." then, MS milliseconds later, ends the turn
+//                   (cancel ends it at once with "cancelled")
+//   prompt          each prompt's text names one of the modes above, so a
+//                   long-lived runner (sandrund) can drive several at once
 // Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
 import { createInterface } from 'node:readline';
 
-const mode = process.env.FAKE_ACP_MODE || 'silent';
+const baseMode = process.env.FAKE_ACP_MODE || 'silent';
 let nextId = 0;
 const waiting = new Map();
 let cwd = '/';
@@ -23,7 +30,35 @@ const request = (method, params) => new Promise((resolve) => {
   send({ id, method, params });
 });
 
-async function prompt(id, sessionId) {
+const say = (sessionId, text) => send({ method: 'session/update', params: { sessionId, update: {
+  sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } } } });
+
+async function prompt(id, sessionId, text) {
+  const mode = baseMode === 'prompt' ? text.trim() : baseMode;
+  if (mode === 'ok') {
+    say(sessionId, 'hello from the fake agent');
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode === 'permission') {
+    const r = await request('session/request_permission', { sessionId,
+      toolCall: { toolCallId: 'call-1', title: 'rm -rf build', kind: 'execute' },
+      options: [{ optionId: 'yes', name: 'Allow', kind: 'allow_once' },
+                { optionId: 'no', name: 'Reject', kind: 'reject_once' }] });
+    const o = r.result?.outcome;
+    say(sessionId, `permission: ${o?.outcome === 'selected' ? o.optionId : o?.outcome ?? 'error'}`);
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode.startsWith('slow:')) {
+    say(sessionId, 'working...');
+    const t = setTimeout(() => {
+      say(sessionId, 'done slowly');
+      send({ id, result: { stopReason: 'end_turn' } });
+    }, Number(mode.slice(5)));
+    cancelPrompt = () => { clearTimeout(t); send({ id, result: { stopReason: 'cancelled' } }); };
+    return;
+  }
   if (mode === 'exit_mid_turn') {
     process.stderr.write('fake agent: the model backend crashed\n');
     process.exit(3);
@@ -59,7 +94,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     waiting.delete(m.id);
     return;
   }
-  if (mode === 'silent') return;
+  if (baseMode === 'silent') return;
   switch (m.method) {
     case 'initialize':
       send({ id: m.id, result: { protocolVersion: 1, agentCapabilities: { loadSession: false } } });
@@ -69,7 +104,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       send({ id: m.id, result: { sessionId: 'fake-session' } });
       break;
     case 'session/prompt':
-      prompt(m.id, m.params.sessionId);
+      prompt(m.id, m.params.sessionId, m.params.prompt?.map((p) => p.text ?? '').join('') ?? '');
       break;
     case 'session/cancel':
       cancelPrompt?.();

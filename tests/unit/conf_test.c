@@ -284,3 +284,83 @@ Test(conf, credential_isolation_and_secrets_allow_hosts_are_checked)
 		  t_log_text());
 	sr__config_free(c);
 }
+
+Test(conf, service_defaults)
+{
+	sr__config *c = sr__config_new();
+	sr__service_conf sc;
+
+	cr_assert_eq(sr__config_service(c, &sc), SR_OK);
+	cr_assert_str_eq(sc.listen, "127.0.0.1:8470");
+	cr_assert_null(sc.tokens_file);
+	cr_assert_eq(sc.max_body, 1024 * 1024);
+	cr_assert_eq(sc.max_runs, 8);
+	cr_assert_eq(sc.event_buffer, 10000);
+	cr_assert_eq(sc.runs_kept, 1000);
+	sr__config_free(c);
+}
+
+Test(conf, service_values_are_read_and_checked)
+{
+	sr__config *c = sr__config_new();
+	const char *p = t_write(dir, "s.conf",
+		"[service]\nlisten = unix:/run/sandrund.sock\ntokens_file = /etc/sandrun/tokens\n"
+		"max_body = 64K\nmax_runs = 3\nevent_buffer = 100\nruns_kept = 0\n");
+	sr__service_conf sc;
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_service(c, &sc), SR_OK, "%s", t_log_text());
+	cr_assert_str_eq(sc.listen, "unix:/run/sandrund.sock");
+	cr_assert_str_eq(sc.tokens_file, "/etc/sandrun/tokens");
+	cr_assert_eq(sc.max_body, 64 * 1024);
+	cr_assert_eq(sc.max_runs, 3);
+	cr_assert_eq(sc.event_buffer, 100);
+	cr_assert_eq(sc.runs_kept, 0);
+	sr__config_free(c);
+}
+
+Test(conf, a_bad_service_value_names_file_line_and_key)
+{
+	static const char *const bad[][2] = {
+		{ "listen", "localhost" }, { "listen", "unix:relative.sock" },
+		{ "listen", "[::1:80" }, { "listen", "host:99999" }, { "listen", "a b:80" },
+		{ "tokens_file", "tokens.txt" }, { "max_body", "12" }, { "max_body", "1G" },
+		{ "max_body", "-5" }, { "max_runs", "0" }, { "max_runs", "many" },
+		{ "event_buffer", "15" }, { "runs_kept", "100001" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		sr__config *c = sr__config_new();
+		char text[200], want[200];
+		sr__service_conf sc;
+		snprintf(text, sizeof(text), "[service]\n\n%s = %s\n", bad[i][0], bad[i][1]);
+		cr_assert_eq(sr__config_load(c, t_write(dir, "bad.conf", text)), SR_OK);
+		cr_assert_eq(sr__config_service(c, &sc), SR_EINVAL, "%s = %s accepted", bad[i][0],
+			     bad[i][1]);
+		snprintf(want, sizeof(want), "bad.conf:3: [service] key '%s': invalid value '%s'",
+			 bad[i][0], bad[i][1]);
+		cr_assert(strstr(t_log_text(), want), "no '%s' in %s", want, t_log_text());
+		sr__config_free(c);
+	}
+}
+
+Test(conf, service_keys_from_the_environment_and_unknown_ones)
+{
+	sr__config *c = sr__config_new();
+	const char *p = t_write(dir, "e.conf", "[service]\nlisten = 127.0.0.1:1\nmax_run = 3\n");
+	sr__service_conf sc;
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	setenv("SANDRUN_SERVICE_LISTEN", "[::1]:0", 1);
+	setenv("SANDRUN_SERVICE_MAX_RUNS", "none", 1);
+	cr_assert_eq(sr__config_service(c, &sc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "environment SANDRUN_SERVICE_MAX_RUNS: [service] key 'max_runs'"),
+		  "%s", t_log_text());
+	cr_assert(strstr(t_log_text(), "e.conf:3: [service] unknown key 'max_run' ignored"), "%s",
+		  t_log_text());
+	unsetenv("SANDRUN_SERVICE_MAX_RUNS");
+	cr_assert_eq(sr__config_service(c, &sc), SR_OK);
+	cr_assert_str_eq(sc.listen, "[::1]:0");
+	unsetenv("SANDRUN_SERVICE_LISTEN");
+	sr__config_free(c);
+}

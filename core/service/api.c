@@ -1,0 +1,711 @@
+/*
+ * sandrund's HTTP API (doc/api.yaml). Checks, in order, before any of a
+ * body is read: the route (404), the method (405), the bearer token (401,
+ * constant time; every route but /health), the declared length (413).
+ * A body sent without a length is capped while it arrives.
+ *
+ *   GET    /health                     liveness (503 while draining)
+ *   GET    /metrics                    Prometheus text
+ *   POST   /v1/runs[?wait=false]       start a run: its events as NDJSON,
+ *                                      or 202 and its id
+ *   GET    /v1/runs/ID                 its summary
+ *   DELETE /v1/runs/ID                 cancel it
+ *   GET    /v1/runs/ID/events[?after=N]  replay, then follow
+ *   POST   /v1/runs/ID/permissions     answer a permission.request
+ *   GET    /v1/sessions/ID             a session's pointer
+ *   DELETE /v1/sessions/ID             destroy its sandbox, forget it
+ *
+ * Errors are {"error": {"code", "message"}}.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/host/log.h"
+#include "core/host/status.h"
+#include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
+#include "core/run/session.h"
+#include "core/service/svc_int.h"
+
+#define RETRY_AFTER "5"
+
+enum route {
+	R_NONE, R_HEALTH, R_METRICS, R_RUNS, R_RUN, R_RUN_EVENTS, R_RUN_PERMS, R_SESSION
+};
+
+typedef struct session_op session_op;
+
+struct sr__api_req {
+	sr__svc *svc;
+	struct MHD_Connection *conn;
+	enum route route;
+	char id[72];
+	char *body;
+	size_t len;
+	int too_big;
+	int dispatched;
+	int suspended;
+	unsigned status;     /* the answer made while suspended */
+	json_t *answer;
+	session_op *op;      /* what it waits on */
+	sr__api_req *next;   /* on svc->suspended */
+};
+
+/* A session being deleted: outlives its request if need be. */
+struct session_op {
+	sr__svc *svc;
+	sr__api_req *q;      /* NULL once the request is gone */
+	char session[40];
+	char *sandbox;
+};
+
+/* ------------------------------------------------------------- answers */
+
+static enum MHD_Result queue(sr__svc *s, struct MHD_Connection *conn, unsigned status,
+			     struct MHD_Response *r)
+{
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	sr__metrics_http(&s->m, status);
+	ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* body: borrowed; NULL for none. */
+static struct MHD_Response *json_response(json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	struct MHD_Response *r;
+	size_t len = text ? strlen(text) : 0;
+
+	if (text) {
+		char *nl = realloc(text, len + 2);
+		if (nl) {
+			text = nl;
+			text[len++] = '\n';
+			text[len] = 0;
+		}
+	}
+	r = MHD_create_response_from_buffer(len, text ? text : (void *)"",
+					    text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		free(text);
+		return NULL;
+	}
+	if (text)
+		MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	return r;
+}
+
+static enum MHD_Result send_json(sr__svc *s, struct MHD_Connection *conn, unsigned status,
+				 json_t *body)
+{
+	return queue(s, conn, status, json_response(body));
+}
+
+static json_t *error_body(const char *code, const char *message)
+{
+	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
+}
+
+static enum MHD_Result send_error(sr__svc *s, struct MHD_Connection *conn, unsigned status,
+				  const char *code, const char *fmt, ...) SR_PRINTF(5, 6);
+
+static enum MHD_Result send_error(sr__svc *s, struct MHD_Connection *conn, unsigned status,
+				  const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	json_t *body;
+	struct MHD_Response *r;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	body = error_body(code, msg);
+	r = json_response(body);
+	json_decref(body);
+	if (r && status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"sandrund\"");
+	if (r && (status == MHD_HTTP_TOO_MANY_REQUESTS || status == MHD_HTTP_SERVICE_UNAVAILABLE))
+		MHD_add_response_header(r, "Retry-After", RETRY_AFTER);
+	return queue(s, conn, status, r);
+}
+
+/* -------------------------------------------------------------- routing */
+
+/* "/v1/runs/ID..." with ID of [A-Za-z0-9._-], 1 to 64: the rest after
+ * ID, or NULL. */
+static const char *take_id(const char *p, char *id, size_t n)
+{
+	size_t len = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			       "0123456789._-");
+
+	if (len == 0 || len > 64 || len >= n || (p[len] && p[len] != '/'))
+		return NULL;
+	memcpy(id, p, len);
+	id[len] = 0;
+	return p + len;
+}
+
+static enum route match(const char *url, char *id, size_t n)
+{
+	const char *rest;
+
+	if (strcmp(url, "/health") == 0)
+		return R_HEALTH;
+	if (strcmp(url, "/metrics") == 0)
+		return R_METRICS;
+	if (strcmp(url, "/v1/runs") == 0)
+		return R_RUNS;
+	if (strncmp(url, "/v1/runs/", 9) == 0 && (rest = take_id(url + 9, id, n))) {
+		if (!*rest)
+			return R_RUN;
+		if (strcmp(rest, "/events") == 0)
+			return R_RUN_EVENTS;
+		if (strcmp(rest, "/permissions") == 0)
+			return R_RUN_PERMS;
+		return R_NONE;
+	}
+	if (strncmp(url, "/v1/sessions/", 13) == 0 && (rest = take_id(url + 13, id, n)) && !*rest)
+		return R_SESSION;
+	return R_NONE;
+}
+
+static const char *allowed(enum route r)
+{
+	switch (r) {
+	case R_RUNS:
+	case R_RUN_PERMS:
+		return "POST";
+	case R_RUN:
+	case R_SESSION:
+		return "GET, DELETE";
+	default:
+		return "GET";
+	}
+}
+
+static int method_ok(enum route r, const char *method)
+{
+	const char *a = allowed(r);
+	size_t n = strlen(method);
+
+	for (const char *p = a; (p = strstr(p, method)); p += n)
+		if ((p == a || p[-1] == ' ') && (p[n] == 0 || p[n] == ','))
+			return 1;
+	return 0;
+}
+
+/* ----------------------------------------------------------- handlers */
+
+static const char *arg(struct MHD_Connection *conn, const char *key)
+{
+	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static enum MHD_Result health(sr__svc *s, struct MHD_Connection *conn)
+{
+	json_t *body = json_pack("{s:s, s:s, s:i}", "status", s->draining ? "draining" : "ok",
+				 "version", PACKAGE_VERSION, "runs_active", (int)s->active);
+	enum MHD_Result ret = send_json(s, conn, s->draining ? MHD_HTTP_SERVICE_UNAVAILABLE :
+				      MHD_HTTP_OK, body);
+
+	json_decref(body);
+	return ret;
+}
+
+static enum MHD_Result metrics(sr__svc *s, struct MHD_Connection *conn)
+{
+	json_t *by_state = json_object(), *by_phase = json_object();
+	struct MHD_Response *r;
+	char *text;
+
+	sr__svc_run_counts(s, by_state, by_phase);
+	text = sr__metrics_text(&s->m, by_state, by_phase, s->ctx->reg);
+	json_decref(by_state);
+	json_decref(by_phase);
+	if (!text)
+		return send_error(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory",
+				  "out of memory");
+	r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	return queue(s, conn, MHD_HTTP_OK, r);
+}
+
+static enum MHD_Result stream(sr__svc *s, struct MHD_Connection *conn, const char *id,
+			      uint64_t after)
+{
+	struct MHD_Response *r = sr__svc_follow(s, id, after, conn);
+	char location[128];
+
+	if (!r)
+		return send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_run", "no run '%s'", id);
+	snprintf(location, sizeof(location), "/v1/runs/%s", id);
+	MHD_add_response_header(r, "Content-Type", "application/x-ndjson");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "Location", location);
+	return queue(s, conn, MHD_HTTP_OK, r);
+}
+
+static int shim_ok(sr__svc *s)
+{
+	return s->o.shim_path && access(s->o.shim_path, X_OK) == 0;
+}
+
+static enum MHD_Result start_run(sr__svc *s, sr__api_req *q)
+{
+	const char *wait = arg(q->conn, "wait"), *code;
+	sr__svc_request req;
+	sr__svc_run *sr;
+	char msg[1024], location[128], id[SR__RUN_ID_LEN];
+	enum MHD_Result ret;
+	int waiting = 1;
+
+	if (wait && strcmp(wait, "false") == 0)
+		waiting = 0;
+	else if (wait && strcmp(wait, "true") != 0)
+		return send_error(s, q->conn, MHD_HTTP_BAD_REQUEST, "invalid_request",
+				  "'wait' must be true or false");
+	if (sr__svc_request_parse(q->body, q->len, &req, &code, msg, sizeof(msg)) != SR_OK)
+		return send_error(s, q->conn, MHD_HTTP_BAD_REQUEST, code, "%s", msg);
+	if (s->draining) {
+		sr__svc_request_clear(&req);
+		return send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
+				  "the service is shutting down");
+	}
+	if (s->active >= s->conf.max_runs) {
+		sr__svc_request_clear(&req);
+		return send_error(s, q->conn, MHD_HTTP_TOO_MANY_REQUESTS, "too_many_runs",
+				  "%u runs are going on, the most this service runs at once "
+				  "([service] max_runs); try again later", s->active);
+	}
+	if (req.session && sr__svc_session_busy(s, req.session)) {
+		ret = send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
+				 "session '%s' has a run going on (or is being deleted)", req.session);
+		sr__svc_request_clear(&req);
+		return ret;
+	}
+	if (json_array_size(req.tools) && !shim_ok(s)) {
+		sr__svc_request_clear(&req);
+		return send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "tools_unavailable",
+				  "platform tools need sandrun-shim, not found at %s (set SANDRUN_SHIM)",
+				  s->o.shim_path ? s->o.shim_path : "(none)");
+	}
+	if (sr__svc_run_new(s, &req, &sr, msg, sizeof(msg)) != SR_OK)
+		return send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "%s",
+				  msg);
+	snprintf(id, sizeof(id), "%s", sr->id);
+	if (waiting) {
+		ret = stream(s, q->conn, id, 0);
+	} else {
+		json_t *body = json_pack("{s:s}", "run", id);
+		struct MHD_Response *r = json_response(body);
+		json_decref(body);
+		snprintf(location, sizeof(location), "/v1/runs/%s", id);
+		if (r)
+			MHD_add_response_header(r, "Location", location);
+		ret = queue(s, q->conn, MHD_HTTP_ACCEPTED, r);
+	}
+	sr__svc_run_release(sr);
+	return ret;
+}
+
+static enum MHD_Result run_get(sr__svc *s, struct MHD_Connection *conn, const char *id)
+{
+	json_t *sum = sr__svc_run_summary(s, id);
+	enum MHD_Result ret;
+
+	if (!sum)
+		return send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_run", "no run '%s'", id);
+	ret = send_json(s, conn, MHD_HTTP_OK, sum);
+	json_decref(sum);
+	return ret;
+}
+
+/* 404 for a run never seen, 409 for one that ended. */
+static enum MHD_Result not_live(sr__svc *s, struct MHD_Connection *conn, const char *id)
+{
+	json_t *sum = sr__svc_run_summary(s, id);
+
+	if (!sum)
+		return send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_run", "no run '%s'", id);
+	json_decref(sum);
+	return send_error(s, conn, MHD_HTTP_CONFLICT, "run_ended", "run '%s' has ended", id);
+}
+
+static enum MHD_Result run_cancel(sr__svc *s, struct MHD_Connection *conn, const char *id)
+{
+	sr__svc_run *sr = sr__svc_run_find(s, id);
+	json_t *body;
+	enum MHD_Result ret;
+
+	if (!sr || sr->done || !sr->run)
+		return not_live(s, conn, id);
+	sr__log(SR_LOG_INFO, "service", "run %s: cancel requested", id);
+	sr__run_cancel(sr->run);
+	body = json_pack("{s:s, s:s}", "run", id, "state", "cancelling");
+	ret = send_json(s, conn, MHD_HTTP_ACCEPTED, body);
+	json_decref(body);
+	return ret;
+}
+
+static enum MHD_Result run_events(sr__svc *s, struct MHD_Connection *conn, const char *id)
+{
+	const char *after = arg(conn, "after");
+	unsigned long long n = 0;
+	char *end = NULL;
+
+	if (after) {
+		n = strtoull(after, &end, 10);
+		if (!*after || *end || after[0] == '-')
+			return send_error(s, conn, MHD_HTTP_BAD_REQUEST, "invalid_request",
+					  "'after' must be an event number (0 or more)");
+	}
+	return stream(s, conn, id, n);
+}
+
+static enum MHD_Result run_permission(sr__svc *s, sr__api_req *q)
+{
+	sr__svc_run *sr = sr__svc_run_find(s, q->id);
+	json_t *body, *allow;
+	json_error_t err;
+	const char *rid;
+	enum MHD_Result ret;
+
+	body = json_loadb(q->body ? q->body : "", q->len, 0, &err);
+	rid = json_string_value(json_object_get(body, "request_id"));
+	allow = json_object_get(body, "allow");
+	if (!body || !json_is_object(body) || !rid || !json_is_boolean(allow) ||
+	    json_object_size(body) != 2) {
+		json_decref(body);
+		return send_error(s, q->conn, MHD_HTTP_BAD_REQUEST, body ? "invalid_request" :
+				  "invalid_json", "the body must be {\"request_id\": string, "
+				  "\"allow\": true|false}");
+	}
+	if (!sr || sr->done || !sr->run) {
+		json_decref(body);
+		return not_live(s, q->conn, q->id);
+	}
+	if (sr__run_permission(sr->run, rid, json_is_true(allow)) != SR_OK) {
+		ret = send_error(s, q->conn, MHD_HTTP_NOT_FOUND, "no_such_request",
+				 "no permission request '%.80s' is waiting in run '%s'", rid, q->id);
+		json_decref(body);
+		return ret;
+	}
+	json_object_set_new(body, "run", json_string(q->id));
+	ret = send_json(s, q->conn, MHD_HTTP_OK, body);
+	json_decref(body);
+	return ret;
+}
+
+static const char *active_run_on(sr__svc *s, const char *session)
+{
+	for (sr__svc_run *sr = s->runs; sr; sr = sr->next)
+		if (!sr->done && strcmp(sr->session, session) == 0)
+			return sr->id;
+	return NULL;
+}
+
+/* The session's record, or an answer sent (*ret). */
+static json_t *load_session(sr__svc *s, struct MHD_Connection *conn, const char *id,
+			    enum MHD_Result *ret)
+{
+	const char *state = sr__ctx_state_dir(s->ctx);
+	json_t *rec = NULL;
+	int rc;
+
+	if (!sr__session_valid_id(id)) {
+		*ret = send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_session",
+				  "'%s' is not a session id (ses- and 16 hex digits)", id);
+		return NULL;
+	}
+	rc = state ? sr__session_load(state, id, &rec) : SR_EIO;
+	if (rc == SR_OK)
+		return rec;
+	json_decref(rec);
+	*ret = rc == SR_ENOTFOUND ?
+		send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_session", "no session '%s'", id) :
+		send_error(s, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "state_unreadable",
+			   "session '%s' cannot be read from the state directory", id);
+	return NULL;
+}
+
+static enum MHD_Result session_get(sr__svc *s, struct MHD_Connection *conn, const char *id)
+{
+	enum MHD_Result ret;
+	json_t *rec = load_session(s, conn, id, &ret), *body;
+	const char *run;
+
+	if (!rec)
+		return ret;
+	run = active_run_on(s, id);
+	body = json_pack("{s:s, s:O?, s:O?, s:O?, s:O?, s:s?}", "session", id,
+			 "sandbox", json_object_get(rec, "sandbox"),
+			 "provider", json_object_get(rec, "provider"),
+			 "harness", json_object_get(rec, "harness"),
+			 "turn", json_object_get(rec, "turn"), "run", run);
+	if (body && !run)
+		json_object_set_new(body, "run", json_null());
+	ret = send_json(s, conn, MHD_HTTP_OK, body);
+	json_decref(body);
+	json_decref(rec);
+	return ret;
+}
+
+static void resume(sr__api_req *q)
+{
+	sr__svc *s = q->svc;
+
+	for (sr__api_req **pp = &s->suspended; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	q->suspended = 0;
+	MHD_resume_connection(q->conn);
+	sr__httpd_kick(s->httpd);
+}
+
+static void on_session_destroyed(void *ud, const sr_result *res)
+{
+	session_op *op = ud;
+	sr__svc *s = op->svc;
+	const char *state = sr__ctx_state_dir(s->ctx);
+	sr__api_req *q = op->q;
+	unsigned status = MHD_HTTP_OK;
+	json_t *answer;
+
+	if (res->status == SR_OK || res->status == SR_ENOTFOUND) {
+		if (state)
+			sr__session_remove(state, op->session);
+		sr__log(SR_LOG_INFO, "service", "session %s deleted (sandbox %s)", op->session,
+			op->sandbox);
+		answer = json_pack("{s:s, s:s, s:b}", "session", op->session, "sandbox",
+				   op->sandbox, "deleted", 1);
+	} else {
+		status = MHD_HTTP_BAD_GATEWAY;
+		answer = error_body("provider_failed", res->message ? res->message :
+				    sr__strerror(res->status));
+	}
+	json_object_del(s->deleting, op->session);
+	if (q) {
+		q->op = NULL;
+		q->status = status;
+		q->answer = answer;
+		resume(q);
+	} else {
+		json_decref(answer);
+	}
+	free(op->sandbox);
+	free(op);
+	sr__svc_check_drained(s);
+}
+
+static enum MHD_Result session_delete(sr__svc *s, sr__api_req *q)
+{
+	enum MHD_Result ret;
+	json_t *rec;
+	const char *pname, *sandbox;
+	sr__plugin *p;
+	session_op *op;
+	int rc;
+
+	if (sr__svc_session_busy(s, q->id))
+		return send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
+				  "session '%s' has a run going on (or is being deleted)", q->id);
+	if (!(rec = load_session(s, q->conn, q->id, &ret)))
+		return ret;
+	pname = json_string_value(json_object_get(rec, "provider"));
+	sandbox = json_string_value(json_object_get(rec, "sandbox"));
+	p = pname ? sr__registry_find(s->ctx->reg, SR_PLUGIN_PROVIDER, pname) : NULL;
+	if (!p || !sandbox || sr__plugin_start(s->ctx, p) != SR_OK) {
+		ret = send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "provider_unavailable",
+				 "session '%s' is on provider '%s', which is not loaded here", q->id,
+				 pname ? pname : "?");
+		json_decref(rec);
+		return ret;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op || !(op->sandbox = strdup(sandbox))) {
+		free(op);
+		json_decref(rec);
+		return send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory",
+				  "out of memory");
+	}
+	json_decref(rec);
+	op->svc = s;
+	op->q = q;
+	snprintf(op->session, sizeof(op->session), "%s", q->id);
+	rc = sr__provider_destroy(p, sr__next_req(), op->sandbox, on_session_destroyed, op);
+	if (rc != SR_OK) {
+		free(op->sandbox);
+		free(op);
+		return send_error(s, q->conn, MHD_HTTP_BAD_GATEWAY, "provider_failed",
+				  "cannot destroy sandbox: %s", sr__strerror(rc));
+	}
+	json_object_set_new(s->deleting, q->id, json_true());
+	q->op = op;
+	q->suspended = 1;
+	q->next = s->suspended;
+	s->suspended = q;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
+static enum MHD_Result dispatch(sr__svc *s, sr__api_req *q, const char *method)
+{
+	int del = strcmp(method, "DELETE") == 0;
+
+	switch (q->route) {
+	case R_HEALTH:
+		return health(s, q->conn);
+	case R_METRICS:
+		return metrics(s, q->conn);
+	case R_RUNS:
+		return start_run(s, q);
+	case R_RUN:
+		return del ? run_cancel(s, q->conn, q->id) : run_get(s, q->conn, q->id);
+	case R_RUN_EVENTS:
+		return run_events(s, q->conn, q->id);
+	case R_RUN_PERMS:
+		return run_permission(s, q);
+	case R_SESSION:
+		return del ? session_delete(s, q) : session_get(s, q->conn, q->id);
+	default:
+		return MHD_NO;
+	}
+}
+
+/* --------------------------------------------------------- the request */
+
+/* Everything that can be said from the headers alone. */
+static enum MHD_Result headers(sr__svc *s, struct MHD_Connection *conn, const char *url,
+			       const char *method, void **state)
+{
+	char id[72] = "";
+	enum route route = match(url, id, sizeof(id));
+	const char *cl;
+	sr__api_req *q;
+
+	if (route == R_NONE)
+		return send_error(s, conn, MHD_HTTP_NOT_FOUND, "not_found", "no route %.200s", url);
+	if (!method_ok(route, method)) {
+		struct MHD_Response *r;
+		json_t *body = error_body("method_not_allowed", "method not allowed here");
+		r = json_response(body);
+		json_decref(body);
+		if (r)
+			MHD_add_response_header(r, "Allow", allowed(route));
+		return queue(s, conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+	}
+	if (route != R_HEALTH && s->tokens &&
+	    !sr__tokens_check(s->tokens, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								     "Authorization")))
+		return send_error(s, conn, MHD_HTTP_UNAUTHORIZED, "unauthorized",
+				  "a valid bearer token is required (Authorization: Bearer TOKEN)");
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+	if (cl && strtoull(cl, NULL, 10) > s->conf.max_body)
+		return send_error(s, conn, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+				  "the body is over %zu bytes ([service] max_body)", s->conf.max_body);
+	if (!(q = calloc(1, sizeof(*q))))
+		return MHD_NO;
+	q->svc = s;
+	q->conn = conn;
+	q->route = route;
+	snprintf(q->id, sizeof(q->id), "%s", id);
+	*state = q;
+	return MHD_YES;
+}
+
+enum MHD_Result sr__api_request(void *cls, struct MHD_Connection *conn, const char *url,
+				const char *method, const char *version,
+				const char *upload, size_t *upload_size, void **state)
+{
+	sr__svc *s = cls;
+	sr__api_req *q = *state;
+
+	(void)version;
+	if (!q)
+		return headers(s, conn, url, method, state);
+	if (*upload_size) {
+		if (!q->too_big && q->len + *upload_size <= s->conf.max_body) {
+			char *g = realloc(q->body, q->len + *upload_size + 1);
+			if (!g)
+				return MHD_NO;
+			q->body = g;
+			memcpy(q->body + q->len, upload, *upload_size);
+			q->len += *upload_size;
+			q->body[q->len] = 0;
+		} else {
+			q->too_big = 1;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (q->too_big)
+		return send_error(s, conn, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+				  "the body is over %zu bytes ([service] max_body)", s->conf.max_body);
+	if (!q->dispatched) {
+		q->dispatched = 1;
+		return dispatch(s, q, method);
+	}
+	/* Resumed: the operation it waited on answered. */
+	if (q->answer) {
+		enum MHD_Result ret = send_json(s, conn, q->status, q->answer);
+		json_decref(q->answer);
+		q->answer = NULL;
+		return ret;
+	}
+	return send_error(s, conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
+			  "the service is shutting down");
+}
+
+void sr__api_completed(void *cls, struct MHD_Connection *conn, void **state,
+		       enum MHD_RequestTerminationCode code)
+{
+	sr__api_req *q = *state;
+
+	(void)cls;
+	(void)conn;
+	(void)code;
+	if (!q)
+		return;
+	if (q->op)
+		q->op->q = NULL;
+	if (q->body) {
+		/* It may have carried credentials. */
+		volatile char *p = q->body;
+		for (size_t i = 0; i < q->len; i++)
+			p[i] = 0;
+	}
+	free(q->body);
+	json_decref(q->answer);
+	free(q);
+	*state = NULL;
+}
+
+void sr__api_resume_all(sr__svc *s)
+{
+	while (s->suspended) {
+		sr__api_req *q = s->suspended;
+		if (q->op) {
+			q->op->q = NULL;
+			q->op = NULL;
+		}
+		resume(q);
+	}
+}

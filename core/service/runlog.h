@@ -1,0 +1,60 @@
+/* The service's record of runs: each run's summary (what GET /v1/runs/ID
+ * answers) and its events (what /events replays), numbered from 1.
+ *
+ * An interface, so that the durable store (issue 12, section 3: SQLite or
+ * PostgreSQL) can take the place of the in-memory one without the API
+ * changing. For now only runlog_mem.c exists: records and events live in
+ * the sandrund process and are gone when it stops (doc/service.md).
+ *
+ * The calls are synchronous and made on the loop. A store whose writes
+ * take time would queue them (append and summaries are never read back
+ * before the memory they came from is gone) and keep the live runs'
+ * events in memory; reading runs that are only on disk would need an
+ * asynchronous read, added to these ops then. */
+#ifndef SR_CORE_SERVICE_RUNLOG_H
+#define SR_CORE_SERVICE_RUNLOG_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct sr__runlog sr__runlog;
+
+typedef struct sr__runlog_ops {
+	/* A new run, with its first summary (borrowed). SR_EEXIST when id
+	 * is taken. */
+	int (*create)(sr__runlog *l, const char *id, json_t *summary);
+	/* One event, as its NDJSON line (with the newline; copied): *seq is
+	 * its number. Beyond the log's capacity per run, the oldest lines
+	 * are dropped. SR_ENOTFOUND for an unknown run. */
+	int (*append)(sr__runlog *l, const char *id, const char *line, size_t len,
+		      uint64_t *seq);
+	/* The line numbered seq: SR_OK with *line (borrowed until the next
+	 * call on this log) and *len; SR_ENOTFOUND when there is none (yet,
+	 * or no such run); SR_ESTATE when it was dropped, *first then the
+	 * oldest kept. */
+	int (*line)(sr__runlog *l, const char *id, uint64_t seq, const char **line,
+		    size_t *len, uint64_t *first);
+	/* Replace the summary (borrowed). */
+	int (*set_summary)(sr__runlog *l, const char *id, json_t *summary);
+	/* The run is over and no one follows it live any more: the log may
+	 * forget it, the oldest retired first, beyond what it keeps. */
+	int (*retire)(sr__runlog *l, const char *id);
+	/* The summary (new reference), or SR_ENOTFOUND. */
+	int (*summary)(sr__runlog *l, const char *id, json_t **out);
+	/* How many runs it holds, ended or not (for the metrics). */
+	size_t (*count)(sr__runlog *l);
+	/* Each run's summary (borrowed for the call), in no set order. */
+	void (*foreach)(sr__runlog *l, void (*fn)(void *ud, json_t *summary), void *ud);
+	void (*free)(sr__runlog *l);
+} sr__runlog_ops;
+
+struct sr__runlog {
+	const sr__runlog_ops *ops;
+};
+
+/* The in-memory log: at most per_run events each, and at most kept
+ * retired runs (the oldest retired forgotten first; the others are
+ * always kept). */
+sr__runlog *sr__runlog_mem_new(size_t per_run, size_t kept);
+
+#endif
