@@ -186,6 +186,7 @@ static void on_stream_done(void *ud, const sr_result *r)
 	if (c->partial_len && c->status == 200)
 		on_line(c, c->partial, c->partial_len);
 	c->partial_len = 0;
+	uv_stop(c->loop); /* see run_until */
 }
 
 /* ------------------------------------------------------ side requests */
@@ -241,6 +242,7 @@ static void on_side_done(void *ud, const sr_result *r)
 		free(msg);
 	}
 	free(q);
+	uv_stop(c->loop); /* see run_until */
 }
 
 static void side(client *c, int kind, const char *method, const char *path, json_t *body,
@@ -436,6 +438,10 @@ static void start_stream(client *c, json_t *body)
 	free(text);
 }
 
+/* Run the loop while *flag_zero or a side request is going on. Each of
+ * their ends calls uv_stop: an end that comes in UV_RUN_ONCE's timers,
+ * before its poll, would otherwise leave the poll to block for good (only
+ * the signal handles would be left). */
 static void run_until(client *c, int *flag_zero)
 {
 	while ((*flag_zero || c->side) && uv_run(c->loop, UV_RUN_ONCE))

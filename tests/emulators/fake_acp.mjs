@@ -14,6 +14,7 @@
 //                   once), says which option came back, ends the turn
 //   slow:MS         "working..." then, MS milliseconds later, ends the turn
 //                   (cancel ends it at once with "cancelled")
+//   chatty:N        N message chunks ("chunk 1" ...), then ends the turn
 //   prompt          each prompt's text names one of the modes above, so a
 //                   long-lived runner (sandrund) can drive several at once
 // Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
@@ -47,6 +48,11 @@ async function prompt(id, sessionId, text) {
                 { optionId: 'no', name: 'Reject', kind: 'reject_once' }] });
     const o = r.result?.outcome;
     say(sessionId, `permission: ${o?.outcome === 'selected' ? o.optionId : o?.outcome ?? 'error'}`);
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode.startsWith('chatty:')) {
+    for (let i = 1; i <= Number(mode.slice(7)); i++) say(sessionId, `chunk ${i}`);
     send({ id, result: { stopReason: 'end_turn' } });
     return;
   }

@@ -1,0 +1,32 @@
+#!/bin/sh
+# sandrund's answers against doc/api.yaml: tests/peers/openapi_check.mjs
+# drives a service (the scripted agent behind it) through every operation
+# and validates what it answers with ajv (pinned in scripts/npm-peers).
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+command -v node >/dev/null || missing "node is not installed"
+npm_dir=${SANDRUN_NPM_DIR:-}
+for pkg in ajv ajv-formats yaml; do
+	[ -n "$npm_dir" ] && [ -f "$npm_dir/node_modules/$pkg/package.json" ] ||
+		missing "$pkg is not installed in \$SANDRUN_NPM_DIR (scripts/npm-peers installs it; scripts/check sets SANDRUN_NPM_DIR)"
+done
+export SANDRUN_RUNNER_HARNESSES=claude
+export SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
+export SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt
+TOKEN=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s\n' "$TOKEN" >"$T/tokens"
+chmod 600 "$T/tokens"
+SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" SANDRUN_SERVICE_MAX_RUNS=2 \
+	SANDRUN_SERVICE_MAX_BODY=4K SANDRUN_SERVICE_EVENT_BUFFER=32 \
+	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
+pid=$!
+trap 'kill -9 $pid 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
+URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
+[ -n "$URL" ] || { cat "$T/svc.log"; exit 1; }
+SANDRUN_NPM_DIR=$npm_dir node "$SANDRUN_SRCDIR/tests/peers/openapi_check.mjs" \
+	"$SANDRUN_SRCDIR/doc/api.yaml" "$URL" "$TOKEN"
+rc=$?
+kill -TERM $pid
+wait $pid
+[ $rc -eq 77 ] && missing "the OpenAPI validator could not be loaded"
+exit $rc

@@ -1,0 +1,361 @@
+#!/bin/sh
+# sandrund end to end on the local provider, with the scripted ACP agent
+# (tests/emulators/fake_acp.mjs; each prompt names what it does: ok,
+# permission, cancel, slow:MS, chatty:N) in place of the adapter: runs
+# streamed, a second turn, permissions over the API, cancel, replay after
+# the client went away, runs at once, sessions, auth, limits, malformed
+# bodies, metrics, sandrun run --server, a Unix socket, SIGTERM.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+command -v node >/dev/null || missing "node is not installed (the scripted agent needs it)"
+command -v curl >/dev/null || missing "curl is not installed"
+S=$SANDRUN_BIN
+D=$SANDRUN_BUILDDIR/sandrund
+export SANDRUN_RUNNER_HARNESSES=claude
+export SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
+export SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt
+boxes="$T/state/plugins/provider.local/sandboxes"
+TOKEN=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '# the tests\n\n%s\n' "$TOKEN" >"$T/tokens"
+chmod 600 "$T/tokens"
+AUTH="Authorization: Bearer $TOKEN"
+PIDS=
+trap 'for p in $PIDS; do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
+
+# start_svc NAME [VAR=value...]: sandrund with that environment; sets URL
+# and SVC_PID (its log in $T/NAME.log).
+start_svc() {
+	name=$1
+	shift
+	env "$@" "$D" >"$T/$name.log" 2>&1 &
+	SVC_PID=$!
+	PIDS="$PIDS $SVC_PID"
+	for _ in $(seq 200); do grep -q "listening on" "$T/$name.log" && break; sleep 0.05; done
+	URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/$name.log")
+}
+# api METHOD PATH [BODY]: CODE, the body in $T/body, headers in $T/headers.
+api() {
+	if [ $# -ge 3 ]; then
+		CODE=$(curl -s -o "$T/body" -D "$T/headers" -w '%{http_code}' -X "$1" -H "$AUTH" \
+			-H 'Content-Type: application/json' --data-binary "$3" "$URL$2")
+	else
+		CODE=$(curl -s -o "$T/body" -D "$T/headers" -w '%{http_code}' -X "$1" -H "$AUTH" "$URL$2")
+	fi
+}
+# code NAME WANT: the last answer's status.
+code() {
+	if [ "$CODE" = "$2" ]; then ok "$1"; else
+		fail "$1 (HTTP $CODE, wanted $2)"
+		sed 's/^/  | /' "$T/body" | head -5
+	fi
+}
+# get FILE PATH.TO.KEY: a JSON value (objects as JSON), "" when absent.
+get() {
+	node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+		const v = process.argv[2].split(".").reduce((o, k) => o == null ? o : o[k], j);
+		console.log(v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : v)' "$1" "$2"
+}
+start_run() { # start_run BODY: RUN (wait=false)
+	api POST '/v1/runs?wait=false' "$1"
+	RUN=$(get "$T/body" run)
+}
+# wait_state RUN STATE: poll GET /v1/runs/RUN until its state (10 s).
+wait_state() {
+	for _ in $(seq 200); do
+		api GET "/v1/runs/$1"
+		[ "$(get "$T/body" state)" = "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# events RUN [AFTER]: what the run has sent so far, into $T/ev (a live run
+# is followed for half a second).
+events() {
+	curl -s -N --max-time 0.5 -H "$AUTH" "$URL/v1/runs/$1/events?after=${2:-0}" >"$T/ev" 2>/dev/null
+	true
+}
+wait_event() { # wait_event RUN PATTERN
+	for _ in $(seq 40); do
+		events "$1"
+		grep -q -- "$2" "$T/ev" && return 0
+	done
+	return 1
+}
+
+# ---------------------------------------------------------------- start
+expect "no token on TCP: refused (exit 3)" 3 env SANDRUN_SERVICE_LISTEN=127.0.0.1:0 "$D"
+grep_in "it says why and what to do" "$T/err" "no bearer token configured.*unix:"
+printf '# nobody yet\n' >"$T/empty-tokens"
+expect "a tokens file without a token: refused" 3 env SANDRUN_SERVICE_LISTEN=127.0.0.1:0 \
+	SANDRUN_SERVICE_TOKENS_FILE="$T/empty-tokens" "$D"
+grep_in "the file is named" "$T/err" "empty-tokens holds no token"
+expect "a bad [service] value: exit 3" 3 env SANDRUN_SERVICE_MAX_RUNS=0 "$D"
+grep_in "naming the key" "$T/err" "SANDRUN_SERVICE_MAX_RUNS: \[service\] key 'max_runs'"
+expect "sandrund --help" 0 "$D" --help
+
+start_svc svc SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+	SANDRUN_SERVICE_MAX_RUNS=3 SANDRUN_SERVICE_EVENT_BUFFER=32 SANDRUN_SERVICE_MAX_BODY=4K
+MAIN_PID=$SVC_PID
+MAIN_URL=$URL
+case "$URL" in http://127.0.0.1:*) ok "listening on $URL" ;; *) fail "no URL in the log"; cat "$T/svc.log"; finish; exit 1 ;; esac
+HOSTPORT=${URL#http://}
+
+# ---------------------------------------------------------------- auth
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' "$URL/health")
+code "GET /health needs no token" 200
+CODE=$(curl -s -o "$T/body" -D "$T/headers" -w '%{http_code}' -X POST --data '{"prompt":"ok"}' "$URL/v1/runs")
+code "no token: 401" 401
+grep_in "401 says Bearer" "$T/headers" "WWW-Authenticate: Bearer"
+grep_in "401 is a JSON error" "$T/body" '"error":{"code":"unauthorized"'
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer ${TOKEN}x" "$URL/v1/runs/run-x")
+code "a wrong token: 401" 401
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Basic $TOKEN" "$URL/metrics")
+code "another scheme: 401" 401
+# Headers that announce 100000 bytes, and no body: the answer comes
+# without the server waiting for it.
+raw() { # raw REQUEST-HEAD: the status line, or "" after 3 s
+	node -e 'const s = require("net").connect(process.argv[1].split(":")[1], process.argv[1].split(":")[0]);
+		s.setTimeout(3000, () => { s.destroy(); process.exit(0); });
+		s.on("data", (d) => { console.log(String(d).split("\r\n")[0]); s.destroy(); });
+		s.write(process.argv[2].replace(/\\r\\n/g, "\r\n"));' "$HOSTPORT" "$1"
+}
+line=$(raw 'POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n')
+[ "$line" = "HTTP/1.1 401 Unauthorized" ] && ok "401 before the body is read" || fail "401 before the body is read (got '$line')"
+
+# --------------------------------------------------------------- limits
+line=$(raw "POST /v1/runs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer $TOKEN\\r\\nContent-Length: 5000\\r\\n\\r\\n")
+[ "$line" = "HTTP/1.1 413 Request Entity Too Large" ] || [ "$line" = "HTTP/1.1 413 Content Too Large" ] &&
+	ok "413 from the declared length, before the body" || fail "413 before the body (got '$line')"
+node -e 'console.log(JSON.stringify({prompt: "x".repeat(6000)}))' >"$T/big.json"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" -H 'Transfer-Encoding: chunked' \
+	--data-binary @"$T/big.json" "$URL/v1/runs")
+code "413 for a chunked body over max_body" 413
+grep_in "413 names the limit" "$T/body" '"code":"body_too_large".*4096 bytes'
+
+# ---------------------------------------------------- routes, bad bodies
+api GET /nowhere
+code "unknown route: 404" 404
+api PUT /v1/runs
+code "wrong method: 405" 405
+grep_in "405 says what is allowed" "$T/headers" "Allow: POST"
+api PATCH /v1/runs/run-x
+grep_in "... for a run: GET, DELETE" "$T/headers" "Allow: GET, DELETE"
+api GET /v1/runs/run-0000000000000000
+code "unknown run: 404" 404
+api POST /v1/runs 'not json'
+code "not JSON: 400" 400
+grep_in "400 invalid_json" "$T/body" '"code":"invalid_json"'
+api POST /v1/runs '{"prompt":"ok","permision_mode":"ask"}'
+code "a misspelt field: 400" 400
+grep_in "the field is named" "$T/body" "unknown field 'permision_mode'"
+api POST /v1/runs '{"prompt":"ok","network":{"mode":"sometimes"}}'
+grep_in "a bad value is named" "$T/body" '"code":"invalid_request".*network.mode'
+api POST '/v1/runs?wait=perhaps' '{"prompt":"ok"}'
+code "a bad wait: 400" 400
+api GET '/v1/runs/run-0000000000000000/events?after=-1'
+code "a bad after: 400" 400
+
+# --------------------------------------------------------- a run streamed
+api POST /v1/runs '{"prompt":"ok"}'
+code "POST /v1/runs streams" 200
+grep_in "as NDJSON" "$T/headers" "Content-Type: application/x-ndjson"
+head -n 1 "$T/body" >"$T/first"
+grep_in "the first event names the run" "$T/first" '"type":"run.started".*"run":"run-[0-9a-f]\{16\}","seq":1'
+grep_in "the agent's text" "$T/body" '"type":"agent.message","text":"hello from the fake agent"'
+tail -n 1 "$T/body" >"$T/last"
+grep_in "the stream ends with run.finished" "$T/last" '"type":"run.finished","stop_reason":"end_turn"'
+RUN1=$(sed -n 's/.*"run":"\(run-[0-9a-f]*\)".*/\1/p' "$T/first")
+SES=$(sed -n 's/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/first")
+api GET "/v1/runs/$RUN1"
+code "GET the run" 200
+[ "$(get "$T/body" state)/$(get "$T/body" exit_code)/$(get "$T/body" stop_reason)" = "finished/0/end_turn" ] &&
+	ok "its state, exit code and stop reason" || fail "its state, exit code and stop reason ($(cat "$T/body"))"
+[ "$(get "$T/body" session)" = "$SES" ] && [ -n "$(get "$T/body" timings.turn)" ] &&
+	ok "its session and timings" || fail "its session and timings ($(cat "$T/body"))"
+
+api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+grep_in "a second turn on the session" "$T/body" '"type":"run.started".*"turn":2'
+grep_in "in the same sandbox" "$T/body" '"how":"reconnected"'
+api GET "/v1/sessions/$SES"
+code "GET the session" 200
+[ "$(get "$T/body" turn)" = 2 ] && [ -n "$(get "$T/body" sandbox)" ] && [ -z "$(get "$T/body" run)" ] &&
+	ok "the session's turn and sandbox" || fail "the session's turn and sandbox ($(cat "$T/body"))"
+SB=$(get "$T/body" sandbox)
+
+# ------------------------------------------------ a permission over the API
+start_run '{"prompt":"permission"}'
+code "wait=false: 202" 202
+grep_in "with its Location" "$T/headers" "Location: /v1/runs/$RUN"
+wait_event "$RUN" '"type":"permission.request","request_id":"perm-1"' &&
+	ok "the permission request is an event" || fail "the permission request is an event"
+api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-9","allow":true}'
+code "an unknown request id: 404" 404
+api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1"}'
+code "an answer without allow: 400" 400
+api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1","allow":true}'
+code "the answer is taken" 200
+wait_state "$RUN" finished && ok "the run then ends" || fail "the run then ends"
+events "$RUN"
+grep_in "the agent got the allow" "$T/ev" '"text":"permission: yes"'
+api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1","allow":true}'
+code "an answer after the end: 409" 409
+api DELETE "/v1/runs/$RUN"
+code "cancelling an ended run: 409" 409
+
+# --------------------------------------------------------------- cancel
+start_run '{"prompt":"cancel"}'
+wait_event "$RUN" '"text":"working..."' || fail "the cancel run started working"
+api DELETE "/v1/runs/$RUN"
+code "DELETE cancels: 202" 202
+wait_state "$RUN" cancelled && ok "the run is cancelled" || fail "the run is cancelled"
+[ "$(get "$T/body" exit_code)" = 130 ] && ok "exit code 130" || fail "exit code 130"
+events "$RUN"
+grep_in "the caller gets run.finished cancelled" "$T/ev" '"type":"run.finished","stop_reason":"cancelled"'
+
+# ------------------------------------- replay after the client went away
+curl -s -N --max-time 1 -H "$AUTH" --data '{"prompt":"slow:2500"}' "$URL/v1/runs" >"$T/gone" 2>/dev/null
+RUN=$(sed -n '1s/.*"run":"\(run-[0-9a-f]*\)".*/\1/p' "$T/gone")
+grep -q run.finished "$T/gone" && fail "the client left before the end" || ok "the client left before the end"
+wait_state "$RUN" finished && ok "the run went on without its caller" || fail "the run went on without its caller"
+events "$RUN"
+grep_in "replay: all of it" "$T/ev" '"text":"done slowly"'
+tail -n 1 "$T/ev" | grep -q '"type":"run.finished"' && ok "replay: up to run.finished" || fail "replay: up to run.finished"
+n=$(wc -l <"$T/ev")
+head -n "$(wc -l <"$T/gone")" "$T/ev" | cmp -s - "$T/gone" &&
+	ok "replay repeats what the caller saw" || fail "replay repeats what the caller saw"
+events "$RUN" 5
+head -n 1 "$T/ev" | grep -q '"seq":6' && [ "$(wc -l <"$T/ev")" -eq $((n - 5)) ] &&
+	ok "after=5 starts at event 6" || fail "after=5 starts at event 6"
+
+# ------------------------------------------------------------ runs at once
+t0=$(date +%s%N)
+start_run '{"prompt":"slow:2000"}'
+A=$RUN
+start_run '{"prompt":"slow:2000"}'
+B=$RUN
+api GET "/v1/runs/$A"
+sa=$(get "$T/body" state)
+api GET "/v1/runs/$B"
+sb=$(get "$T/body" state)
+[ "$sa/$sb" = running/running ] && ok "two runs at once" || fail "two runs at once ($sa/$sb)"
+wait_state "$A" finished && wait_state "$B" finished && ok "both end" || fail "both end"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$ms" -lt 3900 ] && ok "side by side ($ms ms for two 2 s turns)" || fail "side by side ($ms ms)"
+events "$A"
+grep -q "$B" "$T/ev" && fail "no event of one run in the other's" || ok "no event of one run in the other's"
+grep -c '"text":"done slowly"' "$T/ev" | grep -qx 1 && ok "each its own turn" || fail "each its own turn"
+
+# ------------------------------------------------------ 429 past max_runs
+start_run '{"prompt":"slow:20000"}'
+R1=$RUN
+start_run '{"prompt":"slow:20000"}'
+R2=$RUN
+start_run "{\"prompt\":\"slow:20000\",\"session\":\"$SES\"}"
+R3=$RUN
+api POST '/v1/runs?wait=false' '{"prompt":"ok"}'
+code "past max_runs: 429" 429
+grep_in "with Retry-After" "$T/headers" "Retry-After: [0-9]"
+grep_in "429 too_many_runs" "$T/body" '"code":"too_many_runs"'
+api DELETE "/v1/runs/$R1"
+wait_state "$R1" cancelled || fail "R1 cancelled"
+api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+code "a second run on a busy session: 409" 409
+grep_in "409 session_busy" "$T/body" '"code":"session_busy"'
+api DELETE "/v1/sessions/$SES"
+code "deleting a busy session: 409" 409
+for r in $R2 $R3; do api DELETE "/v1/runs/$r"; done
+wait_state "$R2" cancelled && wait_state "$R3" cancelled && ok "cancelled, the cap frees" || fail "cancelled, the cap frees"
+api POST '/v1/runs?wait=false' '{"prompt":"ok"}'
+code "a new run is taken again" 202
+wait_state "$(get "$T/body" run)" finished || true
+
+# --------------------------------------------------------- event buffer
+api POST /v1/runs '{"prompt":"chatty:60"}'
+RUN=$(sed -n '1s/.*"run":"\(run-[0-9a-f]*\)".*/\1/p' "$T/body")
+wait_state "$RUN" finished || fail "the chatty run ends"
+events "$RUN"
+head -n 1 "$T/ev" | grep -q '"type":"events.dropped","run":"'"$RUN"'","from":1,"to":' &&
+	ok "past event_buffer, replay says what was dropped" || fail "past event_buffer, replay says what was dropped ($(head -n 1 "$T/ev"))"
+[ "$(wc -l <"$T/ev")" -eq 33 ] && ok "then the last 32 events" || fail "then the last 32 events ($(wc -l <"$T/ev") lines)"
+tail -n 1 "$T/ev" | grep -q '"type":"run.finished"' && ok "up to the end" || fail "up to the end"
+
+# --------------------------------------------------------------- sessions
+[ -d "$boxes/$SB" ] && ok "the session's sandbox exists" || fail "the session's sandbox exists"
+api DELETE "/v1/sessions/$SES"
+code "DELETE the session" 200
+grep_in "its sandbox destroyed" "$T/body" "\"sandbox\":\"$SB\",\"deleted\":true"
+[ ! -e "$boxes/$SB" ] && ok "the sandbox is gone" || fail "the sandbox is gone"
+api GET "/v1/sessions/$SES"
+code "the session is gone" 404
+api GET /v1/sessions/ses-nothex
+code "not a session id: 404" 404
+api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+grep_in "a turn on it is refused by the plan" "$T/body" '"code":"unknown_session"'
+RUN=$(sed -n '1s/.*"run":"\(run-[0-9a-f]*\)".*/\1/p' "$T/body")
+api GET "/v1/runs/$RUN"
+[ "$(get "$T/body" state)/$(get "$T/body" exit_code)" = refused/5 ] && ok "state refused, exit 5" ||
+	fail "state refused, exit 5 ($(cat "$T/body"))"
+
+# ---------------------------------------------------------------- metrics
+api GET /metrics
+code "GET /metrics" 200
+grep_in "Prometheus text" "$T/headers" "Content-Type: text/plain; version=0.0.4"
+grep_in "runs by state" "$T/body" '^sandrun_runs{state="finished"} [1-9]'
+grep_in "ended runs by state" "$T/body" '^sandrun_runs_ended_total{state="cancelled"} [1-9]'
+grep_in "turn durations" "$T/body" '^sandrun_stage_duration_seconds_count{stage="turn"} [1-9]'
+grep_in "stage durations" "$T/body" '^sandrun_stage_duration_seconds_count{stage="sandbox_start"} [1-9]'
+grep_in "provider calls" "$T/body" '^sandrun_plugin_calls_total{plugin="provider.local",op="create"} [1-9]'
+grep_in "provider errors" "$T/body" '^sandrun_plugin_call_errors_total{plugin="provider.local",op="create"} 0'
+grep_in "answers by code" "$T/body" '^sandrun_http_responses_total{code="429"} [1-9]'
+
+# ------------------------------------------------ sandrun run --server
+"$S" run --json ok >"$T/here.ndjson" 2>"$T/here.err"
+"$S" run --server "$URL" --token-file "$T/tokens" --json ok >"$T/there.ndjson" 2>"$T/there.err"
+rc=$?
+[ $rc -eq 0 ] && ok "--server: exit 0" || { fail "--server: exit 0 (got $rc)"; cat "$T/there.err"; }
+types() { sed -n 's/^{"type":"\([^"]*\)".*/\1/p' "$1" | tr '\n' ' '; }
+[ "$(types "$T/here.ndjson")" = "$(types "$T/there.ndjson")" ] && [ -n "$(types "$T/here.ndjson")" ] &&
+	ok "--server: the same events as in-process" ||
+	fail "--server: the same events ($(types "$T/here.ndjson") / $(types "$T/there.ndjson"))"
+SANDRUN_TOKEN=$TOKEN node "$SANDRUN_SRCDIR/tests/e2e/drive.mjs" "$T/perm.ndjson" - - \
+	"$S" run --server "$URL" --json permission >/dev/null 2>&1
+grep_in "--server: a permission answered from stdin" "$T/perm.ndjson" '"text":"permission: yes"'
+SANDRUN_TOKEN=$TOKEN INTERRUPT_ON=agent.message node "$SANDRUN_SRCDIR/tests/e2e/drive.mjs" \
+	"$T/int.ndjson" - - "$S" run --server "$URL" --json cancel >/dev/null 2>&1
+rc=$?
+[ $rc -eq 130 ] && ok "--server: Ctrl-C, exit 130" || fail "--server: Ctrl-C, exit 130 (got $rc)"
+grep_in "--server: cancelled cleanly" "$T/int.ndjson" '"stop_reason":"cancelled"'
+SANDRUN_TOKEN=$TOKEN expect "--server: a plan refusal exits 5" 5 "$S" run --server "$URL" --harness pi --json ok
+SANDRUN_TOKEN=wrong-token-0000000000 expect "--server: a refused token exits 3" 3 "$S" run --server "$URL" ok
+grep_in "--server: says so" "$T/err" "refused the run (HTTP 401)"
+expect "--server: nobody there exits 4" 4 "$S" run --server http://127.0.0.1:1 ok
+SANDRUN_TOKEN=$TOKEN expect "--server: a request the service refuses exits 2" 2 "$S" run --server "$URL" --harness 'No!' ok
+grep_in "--server: with the service's reason" "$T/err" "(HTTP 400): 'harness' must be a plugin name"
+
+# ------------------------------------------- a Unix socket, no token needed
+start_svc unix SANDRUN_SERVICE_LISTEN="unix:$T/sandrund.sock"
+[ "$(stat -c %a "$T/sandrund.sock")" = 600 ] && ok "the socket is 0600" || fail "the socket is 0600"
+grep_in "serving without a token is said" "$T/unix.log" "no bearer token configured: whoever can connect"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$T/sandrund.sock" --data '{"prompt":"ok"}' http://x/v1/runs)
+code "a run over the socket without a token" 200
+expect "sandrun run --server unix:PATH" 0 "$S" run --server "unix:$T/sandrund.sock" --json ok
+kill -TERM "$SVC_PID"
+wait "$SVC_PID"
+[ ! -e "$T/sandrund.sock" ] && ok "the socket is removed at the stop" || fail "the socket is removed at the stop"
+
+# ------------------------------------------------- SIGTERM with a run on
+SVC_PID=$MAIN_PID
+URL=$MAIN_URL
+start_run '{"prompt":"slow:30000"}'
+curl -s -N -H "$AUTH" "$URL/v1/runs/$RUN/events" >"$T/follow" 2>/dev/null &
+follow=$!
+wait_event "$RUN" '"text":"working..."' || fail "the last run started"
+kill -TERM "$SVC_PID"
+t0=$(date +%s)
+wait "$SVC_PID"
+rc=$?
+[ $rc -eq 0 ] && ok "SIGTERM: sandrund exits 0" || fail "SIGTERM: sandrund exits 0 (got $rc)"
+[ $(( $(date +%s) - t0 )) -lt 15 ] && ok "SIGTERM: promptly" || fail "SIGTERM: promptly"
+wait "$follow"
+grep_in "SIGTERM: the run in flight is cancelled, its stream ended" "$T/follow" '"stop_reason":"cancelled"'
+grep_in "SIGTERM: logged" "$T/svc.log" "shutting down: no new runs; cancelling 1 going on"
+finish
