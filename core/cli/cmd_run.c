@@ -287,9 +287,11 @@ static char *default_shim(void)
 	return strdup(env && *env ? env : SR_LIBEXECDIR "/sandrun-shim");
 }
 
-/* The turn in this process. */
-static int run_here(sr__run_opts *o, int json, const char *config_path)
+/* The turn in this process, with a copy of opts (it gets pointers to
+ * this frame). */
+static int run_here(const sr__run_opts *opts, int json, const char *config_path)
 {
+	sr__run_opts ro = *opts, *o = &ro;
 	ui u;
 	char *shim;
 	const char *env;

@@ -485,8 +485,8 @@ static int parse_count(const char *v, int sized, unsigned long long min,
 		n *= 1024;
 		end++;
 	} else if (sized && (*end == 'M' || *end == 'm') && end[1] == 0 &&
-		   n <= max / (1024 * 1024)) {
-		n *= 1024 * 1024;
+		   n <= max / (1024ull * 1024)) {
+		n *= 1024ull * 1024;
 		end++;
 	}
 	if (*end || n < min || n > max)
@@ -537,7 +537,7 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 	else if (sc->tokens_file && sc->tokens_file[0] != '/')
 		return sr__config_invalid(c, "service", "tokens_file", "an absolute file name");
 	v = sr__config_get(c, "service", "max_body");
-	sc->max_body = 1024 * 1024;
+	sc->max_body = (size_t)1024 * 1024;
 	if (v) {
 		if (!parse_count(v, 1, 1024, 64ull * 1024 * 1024, &n))
 			return sr__config_invalid(c, "service", "max_body",

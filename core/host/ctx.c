@@ -124,7 +124,7 @@ static int sink_takes(const sr__event_sink *s, const sr__plugin *from)
 {
 	if (!s->only[0])
 		return 1;
-	for (size_t i = 0; i < sizeof(s->only) / sizeof(*s->only) && s->only[i]; i++)
+	for (size_t i = 0; i < SR__SINK_PLUGINS && s->only[i]; i++)
 		if (s->only[i] == from)
 			return 1;
 	return 0;

@@ -10,6 +10,8 @@
 
 struct sr__http;
 
+#define SR__SINK_PLUGINS 4
+
 /* Where plugins' events go (host->event): each run adds one for itself
  * and removes it before it is freed. The event is borrowed. */
 typedef struct sr__event_sink {
@@ -17,7 +19,7 @@ typedef struct sr__event_sink {
 	void *ud;
 	/* The plugins whose events it takes (NULL-terminated); only[0] NULL:
 	 * every plugin's. A run takes those of the plugins it uses. */
-	const sr__plugin *only[4];
+	const sr__plugin *only[SR__SINK_PLUGINS];
 	struct sr__event_sink *next;
 } sr__event_sink;
 

@@ -39,7 +39,6 @@ typedef struct sr__mcp_lookups sr__mcp_lookups;
 struct sr__run {
 	sr__ctx *ctx;
 	sr__run_opts o;
-	sr__event_sink sink;     /* its plugins' events */
 	enum sr__run_phase phase;
 	int inflight;            /* operations whose callback is still due,
 				  * the agent's channel included */
@@ -96,6 +95,7 @@ struct sr__run {
 	sr__run_perm *perms;
 	int next_perm;
 	uint64_t t0, t_phase;
+	sr__event_sink sink;     /* its plugins' events */
 };
 
 /* A copy of o's string member key, or NULL. */

@@ -428,6 +428,7 @@ static json_t *load_session(sr__svc *s, struct MHD_Connection *conn, const char 
 	json_t *rec = NULL;
 	int rc;
 
+	*ret = MHD_NO;
 	if (!sr__session_valid_id(id)) {
 		*ret = send_error(s, conn, MHD_HTTP_NOT_FOUND, "no_such_session",
 				  "'%s' is not a session id (ses- and 16 hex digits)", id);

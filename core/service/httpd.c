@@ -127,7 +127,7 @@ static int listen_tcp(sr__httpd *h, const char *spec, char *err, size_t n)
 	char host[256], port[8], addr[INET6_ADDRSTRLEN];
 	const char *colon = strrchr(spec, ':');
 	struct addrinfo hints, *res = NULL;
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 	size_t hl = colon ? (size_t)(colon - spec) : 0;
 	int fd = -1, one = 1, rc;
@@ -166,7 +166,9 @@ static int listen_tcp(sr__httpd *h, const char *spec, char *err, size_t n)
 	freeaddrinfo(res);
 	if (fd < 0)
 		return -1;
-	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_INET6) {
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		ss.ss_family = AF_UNSPEC;
+	if (ss.ss_family == AF_INET6) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 		inet_ntop(AF_INET6, &s6->sin6_addr, addr, sizeof(addr));
 		snprintf(h->where, sizeof(h->where), "http://[%s]:%u", addr, ntohs(s6->sin6_port));

@@ -1,7 +1,6 @@
 /* POST /v1/runs bodies (request.h). */
 #include "config.h"
 
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -201,7 +200,7 @@ void sr__svc_request_clear(sr__svc_request *q)
 
 	/* The values stay in jansson's memory until freed: wiped first. */
 	json_object_foreach(q->credentials, k, v) {
-		volatile char *p = (volatile char *)(uintptr_t)json_string_value(v);
+		volatile char *p = (volatile char *)(char *)json_string_value(v);
 		size_t len = json_string_length(v);
 		while (p && len--)
 			*p++ = 0;

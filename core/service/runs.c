@@ -496,7 +496,7 @@ struct MHD_Response *sr__svc_follow(sr__svc *s, const char *id, uint64_t after,
 	f->conn = conn;
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	f->next = after + 1;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, follow_read, f,
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, (size_t)16 * 1024, follow_read, f,
 						 follower_free);
 	if (!resp) {
 		free(f);
