@@ -146,7 +146,10 @@ grep -qF "$key" "$T/ev" "$T/run.err" "$T/run.out" 2>/dev/null && fail "the key i
 curl -s "$admin/egress?sandboxId=$box" >"$T/egress.json"
 grep -qF "$key" "$T/egress.json" && fail "the key is in the proxy's record" || ok "the proxy's record has no value"
 grep_in "the proxy substituted a secret for the model's host" "$T/egress.json" '"host":"api.model.test"'
-grep_in "a secret of sandrun's is bound at create" "$T/emu.log" '"secrets"'
+grep_in "the secret is bound to the sandbox's ANTHROPIC_API_KEY" "$T/box.json" \
+	'"secrets":\[{"env":"ANTHROPIC_API_KEY","secretName":"sandrun_'
+grep -q '"ANTHROPIC_API_KEY":' "$T/box.json" && fail "the key went into the sandbox's env field" ||
+	ok "nothing of the key in the sandbox's env field"
 
 # One binding, one secret, exactly the model's host.
 secrets >"$T/secrets.json"
