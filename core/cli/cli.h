@@ -47,6 +47,11 @@ int sr__cli_own_sandboxes(sr__ctx *ctx, sr__plugin *p, const sr_pair *extra,
 			  size_t n_extra, json_t **out);
 /* The list as a table on standard output. */
 void sr__cli_print_sandboxes(json_t *list);
+/* Provider p's maintain (cleanup of its secrets and leases; a dry run
+ * only reports): *items the items of its answer. SR_EUNSUPPORTED when p
+ * has no such operation; other failures are printed. */
+int sr__cli_maintain(sr__ctx *ctx, sr__plugin *p, int dry, long long grace,
+		     json_t **items);
 
 int sr__cmd_image_recipe(int argc, char **argv, const char *config_path);
 int sr__cmd_janitor(int argc, char **argv, const char *config_path);

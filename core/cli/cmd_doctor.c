@@ -14,6 +14,8 @@
 #include "core/host/log.h"
 #include "core/host/node.h"
 #include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
+#include "core/run/creds.h"
 #include "core/host/status.h"
 
 static int failures;
@@ -104,6 +106,65 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 	sr__wait_clear(&w);
 }
 
+/* Credential isolation: the policy, whether the provider can keep to it,
+ * the operator's exceptions to the exact host rule, and the provider's
+ * cleanups still pending (a secret whose deletion failed). */
+static void check_credentials(sr__ctx *ctx)
+{
+	static const char *const policy[] = { "preferred", "required", "none" };
+	sr__plugin *p = sr__registry_find(ctx->reg, SR_PLUGIN_PROVIDER, ctx->rc.provider);
+	const char *pol = policy[ctx->rc.credential_isolation % 3];
+	char detail[1024];
+	json_t *items = NULL, *it;
+	size_t i, pending = 0;
+	int isolates;
+
+	if (!p || sr__plugin_start(ctx, p) != SR_OK)
+		return; /* the provider's own line said why */
+	isolates = (sr__provider_capabilities(p) & SR_CAP_ISOLATED_SECRETS) != 0;
+
+	if (ctx->rc.credential_isolation == SR__ISOLATION_REQUIRED && !isolates) {
+		snprintf(detail, sizeof(detail), "required, but provider '%s' cannot keep "
+			 "credentials out of its sandboxes: every run will be refused",
+			 ctx->rc.provider);
+		line("FAIL", "credentials", detail);
+	} else {
+		snprintf(detail, sizeof(detail), "%s; provider '%s' %s", pol, ctx->rc.provider,
+			 !isolates ? "cannot isolate them: sandboxes see them in plain text" :
+			 ctx->rc.credential_isolation == SR__ISOLATION_NONE ?
+			 "could isolate them, but is told not to" :
+			 "keeps them out of its sandboxes (placeholders, exact hosts)");
+		line(isolates || ctx->rc.credential_isolation == SR__ISOLATION_NONE ? "ok" : "warn",
+		     "credentials", detail);
+	}
+	if (ctx->rc.secrets_allow_hosts && *ctx->rc.secrets_allow_hosts) {
+		snprintf(detail, sizeof(detail), "%s (exceptions to the exact host rule)",
+			 ctx->rc.secrets_allow_hosts);
+		line("warn", "secrets allow_hosts", detail);
+	}
+	if (!isolates || sr__cli_maintain(ctx, p, 1, 0, &items) != SR_OK)
+		return;
+	json_array_foreach(items, i, it) {
+		const char *action = json_string_value(json_object_get(it, "action"));
+		if (!action || strcmp(action, "pending") != 0)
+			continue;
+		pending++;
+		snprintf(detail, sizeof(detail), "%s %s: %s",
+			 json_string_value(json_object_get(it, "kind")) ?
+			 json_string_value(json_object_get(it, "kind")) : "?",
+			 json_string_value(json_object_get(it, "name")) ?
+			 json_string_value(json_object_get(it, "name")) : "?",
+			 json_string_value(json_object_get(it, "reason")) ?
+			 json_string_value(json_object_get(it, "reason")) : "");
+		line("warn", "cleanup pending", detail);
+	}
+	if (!pending)
+		line("ok", "cleanups", "none pending");
+	else
+		line("warn", "cleanups", "run 'sandrun janitor' to retry them");
+	json_decref(items);
+}
+
 int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -124,7 +185,9 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 		case 'h':
 			printf("Usage: sandrun doctor\n\n"
 			       "Check that the configuration parses, the plugins load, and the\n"
-			       "configured provider, tunnel and harnesses are usable here. Prints one\n"
+			       "configured provider, tunnel and harnesses are usable here; show the\n"
+			       "credential isolation policy, the exceptions to the exact host rule\n"
+			       "([secrets] allow_hosts) and the provider's pending cleanups. Prints one\n"
 			       "line per check; exits 1 when any check fails.\n");
 			return SR_EXIT_OK;
 		default:
@@ -156,6 +219,7 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 		line("FAIL", "state directory", detail);
 	}
 	check_plugin(&ctx, SR_PLUGIN_PROVIDER, ctx.rc.provider);
+	check_credentials(&ctx);
 	if (ctx.rc.tunnel)
 		check_plugin(&ctx, SR_PLUGIN_TUNNEL, ctx.rc.tunnel);
 	list = strdup(ctx.rc.harnesses);

@@ -150,6 +150,83 @@ static long long parse_duration(const char *s)
 	return -1;
 }
 
+int sr__cli_maintain(sr__ctx *ctx, sr__plugin *p, int dry, long long grace,
+		     json_t **items)
+{
+	sr__wait w = { 0 };
+	json_t *params = json_pack("{s:b, s:I}", "dry_run", dry, "grace_s", (json_int_t)grace);
+	char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
+	json_t *res;
+	int rc;
+
+	*items = NULL;
+	json_decref(params);
+	if (!text)
+		return SR_ENOMEM;
+	sr__wait_for(ctx, &w, sr__provider_maintain(p, sr__next_req(), text, sr__wait_done, &w));
+	free(text);
+	rc = w.status;
+	if (rc == SR_OK) {
+		res = json_loads(w.json ? w.json : "", 0, NULL);
+		if (json_is_array(json_object_get(res, "items")))
+			*items = json_incref(json_object_get(res, "items"));
+		else
+			rc = SR_EPROTO;
+		json_decref(res);
+	} else if (rc != SR_EUNSUPPORTED) {
+		fprintf(stderr, "sandrun: provider '%s': cannot clean up its secrets and leases: "
+			"%s\n", p->desc->name, w.message ? w.message : sr__strerror(rc));
+	}
+	if (rc == SR_EPROTO)
+		fprintf(stderr, "sandrun: provider '%s' answered maintain without an items "
+			"array\n", p->desc->name);
+	sr__wait_clear(&w);
+	return rc;
+}
+
+/* What the provider made besides sandboxes (secrets, leases): its
+ * maintain operation cleans it up, or reports it on a dry run. The number
+ * of failures. */
+static int maintain(sr__ctx *ctx, sr__plugin *p, int dry, long long grace, int as_json)
+{
+	json_t *items, *it;
+	size_t i;
+	int failed = 0, rc = sr__cli_maintain(ctx, p, dry, grace, &items);
+
+	if (rc == SR_EUNSUPPORTED)
+		return 0; /* nothing of the kind on this provider */
+	if (rc != SR_OK)
+		return 1;
+	json_array_foreach(items, i, it) {
+		const char *kind = json_string_value(json_object_get(it, "kind"));
+		const char *name = json_string_value(json_object_get(it, "name"));
+		const char *action = json_string_value(json_object_get(it, "action"));
+		const char *reason = json_string_value(json_object_get(it, "reason"));
+		const char *sandbox = json_string_value(json_object_get(it, "sandbox"));
+		if (action && (strcmp(action, "failed") == 0 || strcmp(action, "pending") == 0))
+			failed++;
+		if (as_json) {
+			json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "kind", kind ? kind : "?",
+					      "name", name ? name : "?", "verdict",
+					      action ? action : "?", "reason", reason ? reason : "",
+					      "sandbox", sandbox);
+			char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			if (text)
+				printf("%s\n", text);
+			free(text);
+			json_decref(o);
+		} else {
+			printf("%-12s %-6s %-28s %s%s%s\n", action ? action : "?", kind ? kind : "?",
+			       name ? name : "?", reason ? reason : "", sandbox ? "; sandbox " : "",
+			       sandbox ? sandbox : "");
+		}
+	}
+	if (!as_json && json_array_size(items) == 0)
+		printf("no secrets or leases of this runner on provider '%s'\n", p->desc->name);
+	json_decref(items);
+	return failed;
+}
+
 static const char janitor_help[] =
 	"Usage: sandrun janitor [--dry-run] [--grace DURATION] [--json]\n"
 	"\n"
@@ -161,11 +238,19 @@ static const char janitor_help[] =
 	"end, are left alone). Sandboxes made with 'sandrun sandbox create' and\n"
 	"those of other runners are never touched.\n"
 	"\n"
+	"Then what the provider made for its sandboxes besides them (on Daytona, the\n"
+	"secrets of credential bindings and their leases): kept while their sandbox\n"
+	"exists (archived counts), deleted once it is gone and the grace period is\n"
+	"over, retried when an earlier deletion failed. Secrets that no lease of this\n"
+	"runner names are reported as foreign and never touched. Safe to run at any\n"
+	"time, and twice at once.\n"
+	"\n"
 	"  -n, --dry-run   say what would be deleted, delete nothing\n"
 	"  -g, --grace D   minimum age of a sandbox to delete\n"
 	"  -j, --json      one JSON object per sandbox considered\n"
 	"\n"
-	"Exit status: 0 when everything due was deleted, 1 when a deletion failed.\n";
+	"Exit status: 0 when everything due was deleted, 1 when a deletion failed\n"
+	"(or a cleanup is still pending).\n";
 
 int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 {
@@ -276,6 +361,7 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 	}
 	if (!as_json && json_array_size(list) == 0)
 		printf("no sandboxes of this runner on provider '%s'\n", p->desc->name);
+	failed += maintain(&ctx, p, dry, grace, as_json);
 	rc = failed ? SR_EXIT_FAIL : SR_EXIT_OK;
 out:
 	json_decref(list);

@@ -35,8 +35,10 @@ struct sr__config {
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
 	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport",
-	"remote_harness_dir", NULL
+	"remote_harness_dir", "credential_isolation", NULL
 };
+
+static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
 int sr__runner_id_valid(const char *id)
 {
@@ -306,7 +308,8 @@ int sr__config_warn_sections(const sr__config *c,
 	for (size_t i = 0; i < c->n; i++) {
 		struct entry *e = &c->entries[i];
 		int seen = 0;
-		if (strcmp(e->section, "runner") == 0 || is_known(e->section, ud))
+		if (strcmp(e->section, "runner") == 0 || strcmp(e->section, "secrets") == 0 ||
+		    is_known(e->section, ud))
 			continue;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(c->entries[j].section, e->section) == 0)
@@ -368,6 +371,7 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	const char *v;
 
 	sr__config_warn_unknown(c, "runner", runner_keys);
+	sr__config_warn_unknown(c, "secrets", secrets_keys);
 	rc->provider = sr__config_get(c, "runner", "provider");
 	if (!rc->provider)
 		rc->provider = "local";
@@ -435,6 +439,22 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
 		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
 			"a comma-separated list of exact host names or addresses (no wildcards)");
+	v = sr__config_get(c, "runner", "credential_isolation");
+	rc->credential_isolation = 0; /* preferred */
+	if (v && strcmp(v, "required") == 0)
+		rc->credential_isolation = 1;
+	else if (v && strcmp(v, "none") == 0)
+		rc->credential_isolation = 2;
+	else if (v && strcmp(v, "preferred") != 0)
+		return sr__config_invalid(c, "runner", "credential_isolation",
+			"one of required, preferred (the default), none");
+	rc->secrets_allow_hosts = sr__config_get(c, "secrets", "allow_hosts");
+	if (!rc->secrets_allow_hosts)
+		rc->secrets_allow_hosts = "";
+	else if (strpbrk(rc->secrets_allow_hosts, "/@*?[]\t"))
+		return sr__config_invalid(c, "secrets", "allow_hosts",
+			"a comma-separated list of exact host names, each with an optional "
+			":port (no wildcards, no scheme)");
 	v = sr__config_get(c, "runner", "log_level");
 	rc->log_level = SR_LOG_INFO;
 	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)

@@ -56,6 +56,8 @@ typedef struct sr__runner_conf {
 	const char *id;         /* NULL: made once, kept in STATE_DIR/runner-id */
 	int relay_via_provider; /* relay_transport = provider */
 	const char *remote_harness_dir; /* adapters in a remote sandbox */
+	int credential_isolation; /* enum sr__isolation (core/run/creds.h) */
+	const char *secrets_allow_hosts; /* [secrets] allow_hosts, or "" */
 } sr__runner_conf;
 
 /* Whether id can name a runner: 1 to 40 of [a-z0-9_-]. */

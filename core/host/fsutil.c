@@ -2,8 +2,10 @@
 #include "config.h"
 
 #include <elf.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,4 +86,42 @@ const char *sr__elf_machine(const char *path, int *is_static)
 	default:
 		return NULL;
 	}
+}
+
+int sr__sha256_file(const char *path, char hex[65], long long *size)
+{
+	unsigned char buf[65536], md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *x;
+	ssize_t got;
+	long long total = 0;
+	int fd, ok;
+
+	hex[0] = 0;
+	*size = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SR_EIO;
+	if (!(x = EVP_MD_CTX_new())) {
+		close(fd);
+		return SR_EIO;
+	}
+	ok = EVP_DigestInit_ex(x, EVP_sha256(), NULL) == 1;
+	while (ok && (got = read(fd, buf, sizeof(buf))) != 0) {
+		if (got < 0) {
+			ok = errno == EINTR;
+			continue;
+		}
+		ok = EVP_DigestUpdate(x, buf, (size_t)got) == 1;
+		total += got;
+	}
+	close(fd);
+	ok = ok && EVP_DigestFinal_ex(x, md, &len) == 1 && len == 32;
+	EVP_MD_CTX_free(x);
+	if (!ok)
+		return SR_EIO;
+	for (unsigned int i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	*size = total;
+	return SR_OK;
 }

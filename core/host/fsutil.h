@@ -14,4 +14,8 @@ int sr__mkdirs(const char *path, unsigned mode);
  * executable without a program interpreter (statically linked). */
 const char *sr__elf_machine(const char *path, int *is_static);
 
+/* Hex SHA-256 of the file at path (65 bytes with the NUL) and its size.
+ * SR_OK, or SR_EIO when it cannot be read. */
+int sr__sha256_file(const char *path, char hex[65], long long *size);
+
 #endif

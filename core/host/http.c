@@ -22,6 +22,8 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_MAX_RESPONSE (4u << 20)
 
+#define IDLE_EASY_MAX 16
+
 struct sr__http {
 	uv_loop_t *loop;
 	CURLM *multi;
@@ -35,6 +37,10 @@ struct sr__http {
 	int in_curl;
 	int kick_armed;
 	uv_timer_t kick;
+	/* Easy handles of finished requests, reset, for the next ones:
+	 * making one is a large part of a request's own cost. */
+	CURL *spare[IDLE_EASY_MAX];
+	int n_spare;
 };
 
 struct sr_http_call {
@@ -76,6 +82,7 @@ static struct {
 	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
 	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
 	void (*easy_cleanup)(CURL *);
+	void (*easy_reset)(CURL *);
 	const char *(*easy_strerror)(CURLcode);
 	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
 	void (*slist_free_all)(struct curl_slist *);
@@ -98,9 +105,26 @@ static struct {
 #define curl_easy_setopt cf.easy_setopt
 #define curl_easy_getinfo cf.easy_getinfo
 #define curl_easy_cleanup cf.easy_cleanup
+#define curl_easy_reset cf.easy_reset
 #define curl_easy_strerror cf.easy_strerror
 #define curl_slist_append cf.slist_append
 #define curl_slist_free_all cf.slist_free_all
+
+static CURL *easy_get(sr__http *h)
+{
+	return h->n_spare ? h->spare[--h->n_spare] : curl_easy_init();
+}
+
+/* A handle no longer in the multi handle: reset and kept, or freed. */
+static void easy_put(sr__http *h, CURL *e)
+{
+	if (!h->closing && h->n_spare < IDLE_EASY_MAX) {
+		curl_easy_reset(e);
+		h->spare[h->n_spare++] = e;
+	} else {
+		curl_easy_cleanup(e);
+	}
+}
 
 /* Loaded once for the process and never unloaded. */
 static int load_curl(void)
@@ -113,7 +137,7 @@ static int load_curl(void)
 		SYM(multi_add_handle), SYM(multi_remove_handle),
 		SYM(multi_assign), SYM(multi_cleanup), SYM(easy_init),
 		SYM(easy_setopt), SYM(easy_getinfo), SYM(easy_cleanup),
-		SYM(easy_strerror), SYM(slist_append), SYM(slist_free_all),
+		SYM(easy_reset), SYM(easy_strerror), SYM(slist_append), SYM(slist_free_all),
 #undef SYM
 	};
 	void *h;
@@ -293,7 +317,7 @@ static void finish(sr_http_call *c, int status, const char *message)
 	c->done(c->ud, &r);
 	free(js);
 	free(c->end_message);
-	curl_easy_cleanup(c->easy);
+	easy_put(c->http, c->easy);
 	curl_slist_free_all(c->headers);
 	free(c->body_copy);
 	free(c->buf);
@@ -519,6 +543,8 @@ static void on_timer_closed(uv_handle_t *t)
 
 	if (--h->closing > 0)
 		return; /* the other timer's close is still to come */
+	while (h->n_spare)
+		curl_easy_cleanup(h->spare[--h->n_spare]);
 	curl_multi_cleanup(h->multi);
 	free(h);
 }
@@ -599,7 +625,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 			return NULL;
 		}
 	c = calloc(1, sizeof(*c));
-	if (!c || !(c->easy = curl_easy_init())) {
+	if (!c || !(c->easy = easy_get(h))) {
 		free(c);
 		fail_now(done, ud, SR_ENOMEM, "out of memory");
 		return NULL;

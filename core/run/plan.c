@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/run/creds.h"
 #include "core/run/plan.h"
 #include "core/tools/tools.h"
 #include "sandrun/plugin.h"
@@ -205,6 +206,12 @@ int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n)
 	if (p->network != SR_NET_OPEN && !(p->provider_caps & SR_CAP_NETWORK_POLICY))
 		REFUSE("network_unenforceable",
 		       "provider '%s' cannot enforce a restricted network here",
+		       p->provider_name);
+	if (p->credential_isolation == SR__ISOLATION_REQUIRED &&
+	    !(p->provider_caps & SR_CAP_ISOLATED_SECRETS))
+		REFUSE("credential_isolation_unavailable",
+		       "provider '%s' cannot keep credentials out of its sandboxes (they would "
+		       "see them in plain text), and [runner] credential_isolation is 'required'",
 		       p->provider_name);
 	if (p->has_tools && (p->provider_caps & SR_CAP_REMOTE) &&
 	    !has_string(p->harness_tools, "mcp_stdio") &&

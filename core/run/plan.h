@@ -20,6 +20,7 @@ typedef struct sr__plan {
 	int has_tools;           /* platform tools that execute runner-side */
 	json_t *user_mcp;        /* array of ACP mcpServers entries, or NULL */
 	const char *const *mcp_allow_hosts; /* operator allow-list */
+	int credential_isolation; /* enum sr__isolation */
 } sr__plan;
 
 /* SR_OK, or SR_EPERM with the gate's code (a static string) and a message. */

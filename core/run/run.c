@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/host/log.h"
+#include "core/run/creds.h"
 #include "core/plugins/provider.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
@@ -179,6 +180,15 @@ static void store_pointer(sr__run *r, const char *state)
 				"harness", r->harness->desc->name, "acp_session",
 				r->acp_session, "turn", r->turn + 1);
 
+	/* The credentials' fingerprint (never a value): a changed credential
+	 * means a fresh sandbox next turn. */
+	if (rec && r->isolate)
+		json_object_set_new(rec, "credentials_fp", json_string(r->creds_fp));
+	/* Which shim this sandbox has: the next turn need not upload it. */
+	if (rec && r->shim_sha[0] && r->shim_in_box[0])
+		json_object_set_new(rec, "shim", json_pack("{s:s, s:s, s:s}", "sandbox",
+							   r->sandbox_id, "sha256", r->shim_sha,
+							   "path", r->shim_in_box));
 	if (sr__session_store(state, r->session, rec, r->turn) == SR_ESTATE) {
 		/* Another runner wrote a turn meanwhile: ours loses. */
 		sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code",
@@ -289,6 +299,10 @@ void sr__run_free(sr__run *r)
 	sr__run_forget_lookups(r);
 	free(r->allow_buf);
 	free(r->allow);
+	free(r->secrets_allow_buf);
+	free(r->secrets_allow);
+	sr__creds_free(r->creds);
+	json_decref(r->stored_shim);
 	json_decref(r->files);
 	json_decref(r->env);
 	free(r->sandbox_id);

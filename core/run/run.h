@@ -70,14 +70,6 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
  * credentials are registered as secrets either way. Exposed for tests. */
 void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
 			     json_t *exposed);
-/* desc's credential_env values found in the runner's environment, as
- * bindings for spec.credentials (an environment variable each, bound to
- * hosts, isolation required); the count in *n. One allocation: free the
- * array alone. The strings are borrowed (environment, hosts). NULL without
- * memory. */
-const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts,
-					  size_t n_hosts, size_t *n);
-
 /* The lines [line, line + limit) of len bytes at data (line 1-based,
  * limit <= 0 for all): their offset and length. data need not end in a
  * NUL. Exposed for tests. */

@@ -49,6 +49,12 @@ struct sr__run {
 	char *allow_buf;         /* [runner] mcp_allow_hosts, split in place */
 	const char **allow;      /* its host names, NULL-terminated */
 	sr__mcp_lookups *lookups; /* user MCP hosts being resolved */
+	char *secrets_allow_buf; /* [secrets] allow_hosts, split in place */
+	const char **secrets_allow;
+	int isolate;             /* credentials go to the provider as bindings */
+	struct sr__creds *creds; /* those bindings */
+	char creds_fp[65];       /* their fingerprint */
+	char stored_fp[65];      /* the session's, when resumed */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
@@ -62,6 +68,9 @@ struct sr__run {
 	char *sandbox_id, *workspace, *home, *root;
 	char relay_dir[4096], specs[4096];
 	char shim_in_box[4200];  /* the shim uploaded to the sandbox, or "" */
+	char shim_sha[65];       /* the shim's SHA-256, or "" */
+	long long shim_size;
+	json_t *stored_shim;     /* the session's {"sandbox","sha256","path"} */
 	/* run_remote.c's steps. */
 	void (*remote_done)(sr__run *r);
 	int remote_index, remote_mkdir, remote_attempts;

@@ -9,6 +9,7 @@
 
 #include "core/plugins/harness.h"
 #include "core/host/log.h"
+#include "core/run/creds.h"
 #include "core/run/plan.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
@@ -128,21 +129,22 @@ void sr__run_check_mcp_hosts(sr__run *r)
 	sr__run_acquire(r);
 }
 
-/* Split the comma-separated allow-list into r->allow. */
-static int split_allow(sr__run *r, const char *list)
+/* Split a comma-separated list into *buf (a copy, split in place) and
+ * *out (its items, NULL-terminated). */
+static int split_list(const char *list, char **buf, const char ***out)
 {
 	size_t n = 2;
 	char *tok, *save;
 
 	for (const char *p = list; *p; p++)
 		n += *p == ',';
-	r->allow_buf = strdup(list);
-	r->allow = calloc(n, sizeof(*r->allow));
-	if (!r->allow_buf || !r->allow)
+	*buf = strdup(list);
+	*out = calloc(n, sizeof(**out));
+	if (!*buf || !*out)
 		return SR_ENOMEM;
 	n = 0;
-	for (tok = strtok_r(r->allow_buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
-		r->allow[n++] = tok;
+	for (tok = strtok_r(*buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		(*out)[n++] = tok;
 	return SR_OK;
 }
 
@@ -248,15 +250,34 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		}
 	}
 	plan.user_mcp = r->user_mcp;
-	if (split_allow(r, ctx->rc.mcp_allow_hosts ? ctx->rc.mcp_allow_hosts : "") != SR_OK) {
+	if (split_list(ctx->rc.mcp_allow_hosts ? ctx->rc.mcp_allow_hosts : "", &r->allow_buf,
+		       &r->allow) != SR_OK ||
+	    split_list(ctx->rc.secrets_allow_hosts ? ctx->rc.secrets_allow_hosts : "",
+		       &r->secrets_allow_buf, &r->secrets_allow) != SR_OK) {
 		sr__run_free(r);
 		return SR_ENOMEM;
 	}
 	plan.mcp_allow_hosts = r->allow;
+	plan.credential_isolation = ctx->rc.credential_isolation;
 	if (sr__plan_check(&plan, &code, msg, sizeof(msg)) != SR_OK) {
 		refuse(r, code, msg, exit_code);
 		sr__run_free(r);
 		return SR_EPERM;
+	}
+	/* Credentials the provider keeps out of the sandbox: each binding's
+	 * host passes the exact host rule before anything is created. */
+	r->isolate = ctx->rc.credential_isolation != SR__ISOLATION_NONE &&
+		     (plan.provider_caps & SR_CAP_ISOLATED_SECRETS);
+	if (r->isolate) {
+		rc = sr__creds_collect(r->desc, o->model_url, r->user_mcp, r->secrets_allow,
+				       &r->creds, msg, sizeof(msg));
+		if (rc != SR_OK) {
+			refuse(r, rc == SR_EPERM ? "credential_host_refused" : "out_of_memory", msg,
+			       exit_code);
+			sr__run_free(r);
+			return rc;
+		}
+		sr__creds_fingerprint(r->creds, r->creds_fp);
 	}
 	if (!r->provider || !r->harness) { /* the plan made sure of both */
 		sr__run_free(r);
@@ -290,6 +311,10 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		r->sandbox_id = sr__run_json_str(rec, "sandbox");
 		r->acp_session = sr__run_json_str(rec, "acp_session");
 		r->turn = (int)json_integer_value(json_object_get(rec, "turn"));
+		r->stored_shim = json_incref(json_object_get(rec, "shim"));
+		snprintf(r->stored_fp, sizeof(r->stored_fp), "%s",
+			 json_string_value(json_object_get(rec, "credentials_fp")) ?
+			 json_string_value(json_object_get(rec, "credentials_fp")) : "");
 		r->resumed = 1;
 		json_decref(rec);
 	} else {

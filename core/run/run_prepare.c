@@ -12,6 +12,7 @@
 #include "core/host/log.h"
 #include "core/host/node.h"
 #include "core/plugins/provider.h"
+#include "core/run/creds.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/host/status.h"
@@ -158,51 +159,22 @@ void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *env,
 	json_decref(names);
 }
 
-const sr_credential **sr__run_credentials(json_t *desc, const char *const *hosts,
-					  size_t n_hosts, size_t *n)
-{
-	json_t *list = json_object_get(desc, "credential_env"), *v;
-	size_t max = json_array_size(list), i;
-	const sr_credential **ptrs;
-	sr_credential *creds;
-
-	*n = 0;
-	/* One allocation: the pointers, then the bindings they point to. */
-	// NOLINTNEXTLINE(bugprone-sizeof-expression): pointers, then the bindings
-	ptrs = calloc(1, (max + 1) * sizeof(*ptrs) + max * sizeof(*creds));
-	if (!ptrs)
-		return NULL;
-	creds = (sr_credential *)(ptrs + max + 1);
-	json_array_foreach(list, i, v) {
-		const char *name = json_string_value(v);
-		const char *value = name ? getenv(name) : NULL;
-		sr_credential *c = &creds[*n];
-		if (!value || !*value)
-			continue;
-		sr__secret_register(value);
-		c->size = sizeof(*c);
-		c->target = SR_CRED_ENV;
-		c->name = name;
-		c->value = value;
-		c->hosts = hosts;
-		c->n_hosts = n_hosts;
-		c->usage = "api_key";
-		c->isolation_required = 1;
-		ptrs[(*n)++] = c;
-	}
-	return ptrs;
-}
-
 static int add_credentials(sr__run *r)
 {
 	json_t *exposed = json_array();
 
-	sr__run_env_from_runner(r->desc, sr__provider_capabilities(r->provider), r->env,
+	/* With isolation, the provider has the credentials as bindings and
+	 * the sandbox only placeholders; the values never go into env. */
+	sr__run_env_from_runner(r->desc, r->isolate ? SR_CAP_ISOLATED_SECRETS : 0, r->env,
 				exposed);
+	if (!r->isolate)
+		sr__creds_header_names(r->user_mcp, exposed);
 	if (json_array_size(exposed))
 		sr__run_emit(r, json_pack("{s:s, s:O, s:s}", "type", "credentials.exposed", "names",
 				  exposed, "reason",
-				  "this provider cannot hide secrets: the sandbox sees them in its environment"));
+				  r->ctx->rc.credential_isolation == SR__ISOLATION_NONE ?
+				  "[runner] credential_isolation is 'none': the sandbox sees them in plain text" :
+				  "this provider cannot hide secrets: the sandbox sees them in plain text"));
 	json_decref(exposed);
 	return SR_OK;
 }
@@ -371,10 +343,23 @@ static void on_sandbox(void *ud, const sr_result *res)
 		r->home = sr__run_json_str(j, "home");
 		if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE))
 			r->root = sr__run_json_str(j, "root");
-		json_decref(j);
+	} else {
+		j = NULL;
 	}
-	if (!sr__run_landed(r))
+	if (!sr__run_landed(r)) {
+		json_decref(j);
 		return;
+	}
+	if (res->status == SR_OK && r->isolate) {
+		char why[400];
+		if (sr__creds_apply_placeholders(r->creds, json_object_get(j, "placeholders"),
+						 r->user_mcp, why, sizeof(why)) != SR_OK) {
+			json_decref(j);
+			sr__run_fail(r, "credential_placeholder_missing", "%s", why);
+			return;
+		}
+	}
+	json_decref(j);
 	if (res->status != SR_OK) {
 		if (r->resumed && res->status == SR_ENOTFOUND) {
 			const char *state = sr__ctx_state_dir(r->ctx);
@@ -404,20 +389,23 @@ static void on_sandbox(void *ud, const sr_result *res)
 	prepare(r);
 }
 
-/* The host of url (for a credential bound to it), or NULL. */
-static const char *url_host(const char *url, char *buf, size_t n)
+/* The session's old sandbox is gone (or could not be removed: the
+ * janitor's then): the turn goes on in a fresh one, in a new ACP session. */
+static void on_replaced(void *ud, const sr_result *res)
 {
-	const char *h = url ? strstr(url, "://") : NULL;
-	size_t len;
+	sr__run *r = ud;
 
-	if (!h)
-		return NULL;
-	h += 3;
-	len = strcspn(h, "/:?#");
-	if (memchr(h, '@', len))
-		return NULL;
-	snprintf(buf, n, "%.*s", (int)len, h);
-	return len ? buf : NULL;
+	if (res->status != SR_OK && res->status != SR_ENOTFOUND)
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: cannot remove it (%s); `sandrun janitor` "
+			"will", r->sandbox_id, res->message ? res->message : sr__strerror(res->status));
+	if (!sr__run_landed(r))
+		return;
+	free(r->sandbox_id);
+	r->sandbox_id = NULL;
+	free(r->acp_session);
+	r->acp_session = NULL;
+	r->resumed = 0;
+	sr__run_acquire(r);
 }
 
 void sr__run_acquire(sr__run *r)
@@ -427,40 +415,40 @@ void sr__run_acquire(sr__run *r)
 	sr_pair labels[3] = { { "sandrun.session", r->session },
 			      { "sandrun.harness", r->harness->desc->name },
 			      { "sandrun.runner", NULL } };
-	const sr_credential **creds = NULL;
-	const char *hosts[1];
-	char host[256];
 	int rc;
 
 	sr__run_enter(r, SR__RUN_ACQUIRING);
 	spec.labels = labels;
 	spec.n_labels = 3;
+	if (r->resumed && r->isolate && strcmp(r->stored_fp, r->creds_fp) != 0) {
+		/* No rotation in place: a changed credential (or one bound
+		 * elsewhere) means a fresh sandbox, with fresh secrets. */
+		sr__run_emit(r, json_pack("{s:s, s:s, s:s}", "type", "sandbox.replaced", "sandbox",
+				  r->sandbox_id, "reason",
+				  "the credentials changed since the last turn: a fresh sandbox gets them"));
+		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
+					  on_replaced, r);
+		sr__run_started(r, rc, "sandbox_failed", "cannot remove the session's sandbox");
+		return;
+	}
 	if (r->resumed) {
 		rc = sr__provider_reconnect(r->provider, sr__next_req(), r->sandbox_id, &np,
 					    on_sandbox, r);
 		sr__run_started(r, rc, "sandbox_unavailable", "cannot reconnect the session's sandbox");
 		return;
 	}
-	/* Isolated secrets travel only here, each bound to the model's host
-	 * (NULL when no model URL was given: the provider decides). */
-	if (sr__provider_capabilities(r->provider) & SR_CAP_ISOLATED_SECRETS) {
-		hosts[0] = url_host(r->o.model_url, host, sizeof(host));
-		creds = sr__run_credentials(r->desc, hosts, hosts[0] ? 1 : 0,
-					    &spec.n_credentials);
-		if (!creds) {
-			sr__run_fail(r, "sandbox_failed", "cannot create a sandbox: out of memory");
-			return;
-		}
-		spec.credentials = creds;
+	/* Isolated credentials travel only here, as bindings to exact hosts
+	 * (checked at plan time). */
+	if (r->isolate) {
+		spec.credentials = sr__creds_spec(r->creds);
+		spec.n_credentials = sr__creds_count(r->creds);
 	}
 	if (!(labels[2].value = sr__ctx_runner_id(r->ctx))) {
 		sr__run_fail(r, "sandbox_failed", "cannot create a sandbox: no runner id "
 			     "(see the log)");
-		free(creds);
 		return;
 	}
 	r->created = 1;
 	rc = sr__provider_create(r->provider, sr__next_req(), &spec, on_sandbox, r);
-	free(creds);
 	sr__run_started(r, rc, "sandbox_failed", "cannot create a sandbox");
 }

@@ -224,6 +224,55 @@ static void start_bridge(sr__run *r)
 	sr__run_started(r, rc, "prepare_failed", "cannot clear the sandbox's relay directory");
 }
 
+#define STEP_SHIM_CHECK 100 /* the shim already there? */
+#define STEP_SPECS 6
+
+/* Whether the session's last turn put this very shim (same SHA-256) into
+ * this sandbox: then a listing of its directory, one call, replaces the
+ * machine check, the directories and the upload. */
+static int shim_recorded(sr__run *r)
+{
+	const char *sb = json_string_value(json_object_get(r->stored_shim, "sandbox"));
+	const char *sha = json_string_value(json_object_get(r->stored_shim, "sha256"));
+	const char *path = json_string_value(json_object_get(r->stored_shim, "path"));
+
+	return r->resumed && sb && sha && path && r->sandbox_id && r->shim_sha[0] &&
+	       strcmp(sb, r->sandbox_id) == 0 && strcmp(sha, r->shim_sha) == 0 &&
+	       strlen(path) < sizeof(r->shim_in_box);
+}
+
+static void on_shim_listed(void *ud, const sr_result *res)
+{
+	sr__run *r = ud;
+	json_t *list, *e;
+	size_t i;
+	int there = 0;
+
+	if (!sr__run_landed(r))
+		return;
+	list = res->status == SR_OK ? json_loads(res->json ? res->json : "", 0, NULL) : NULL;
+	json_array_foreach(list, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (name && type && strcmp(name, "sandrun-shim") == 0 && strcmp(type, "file") == 0 &&
+		    json_integer_value(json_object_get(e, "size")) == r->shim_size)
+			there = 1;
+	}
+	json_decref(list);
+	if (there) {
+		snprintf(r->shim_in_box, sizeof(r->shim_in_box), "%s",
+			 json_string_value(json_object_get(r->stored_shim, "path")));
+		r->remote_index = STEP_SPECS;
+	} else {
+		/* Gone, or another one: the whole way. */
+		sr__log(SR_LOG_DEBUG, "run", "sandbox %s: the recorded shim is not in place; "
+			"uploading it", r->sandbox_id);
+		r->remote_index = 0;
+	}
+	r->remote_attempts = 0;
+	remote_step(r);
+}
+
 /* One step after another; each comes back to on_step (or the machine
  * check) and moves remote_index on. */
 static void remote_step(sr__run *r)
@@ -242,6 +291,14 @@ static void remote_step(sr__run *r)
 	r->remote_mkdir = 0;
 	snprintf(dir, sizeof(dir), "%s/.sandrun", r->home ? r->home : r->workspace);
 	switch (r->remote_index) {
+	case STEP_SHIM_CHECK: {
+		char bin[4300];
+		snprintf(bin, sizeof(bin), "%s/bin", dir);
+		rc = sr__provider_file_list(r->provider, sr__next_req(), r->sandbox_id, bin,
+					    on_shim_listed, r);
+		sr__run_started(r, rc, "prepare_failed", "cannot list the sandbox's shim directory");
+		return;
+	}
 	case 0: {
 		sr_exec_spec spec = { sizeof(spec), uname_argv, NULL, 0, NULL, NULL, 0 };
 		uint64_t req = sr__next_req();
@@ -288,7 +345,7 @@ static void remote_step(sr__run *r)
 					      r->remote_tmp, r->shim_in_box, on_step, r);
 		sr__run_started(r, rc, "prepare_failed", r->remote_what);
 		return;
-	case 6:
+	case STEP_SPECS:
 		snprintf(r->specs, sizeof(r->specs), "%s/tool-specs.json", dir);
 		snprintf(r->relay_dir, sizeof(r->relay_dir), "%s/relay", dir);
 		snprintf(r->remote_what, sizeof(r->remote_what), "upload the tool specs to %s",
@@ -321,7 +378,9 @@ void sr__run_prepare_remote_tools(sr__run *r, void (*next)(sr__run *r))
 		return;
 	}
 	r->remote_done = next;
-	r->remote_index = 0;
+	if (sr__sha256_file(r->o.shim_path, r->shim_sha, &r->shim_size) != SR_OK)
+		r->shim_sha[0] = 0; /* the upload says what is wrong with it */
+	r->remote_index = shim_recorded(r) ? STEP_SHIM_CHECK : 0;
 	r->remote_attempts = 0;
 	remote_step(r);
 }

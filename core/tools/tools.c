@@ -84,6 +84,11 @@ static int secret_header_name(const char *name, json_t *listed)
 	return 0;
 }
 
+int sr__tools_secret_header(const char *name)
+{
+	return secret_header_name(name, NULL);
+}
+
 #define FAIL(...)                                         \
 	do {                                              \
 		snprintf(err, errlen, __VA_ARGS__);       \

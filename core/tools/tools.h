@@ -80,4 +80,8 @@ void sr__guard_clear(sr__guard *g);
  * SR_PERM_ALLOW, SR_PERM_ASK or SR_PERM_DENY. */
 int sr__guard_decide(const sr__guard *g, const sr__tool *t);
 
+/* Whether a header's value is a secret by its name (Authorization,
+ * Cookie, names with "auth", "token", "key", "secret", ...). */
+int sr__tools_secret_header(const char *name);
+
 #endif

@@ -27,9 +27,13 @@ static int c_describe(void *self, char **out)
 	claude *c = self;
 
 	return sr_harness_answer(json_pack(
-		"{s:o, s:[s, s], s:[s], s:[s, s], s:s, s:O, s:s, s:[s], s:s, s:b}",
+		"{s:o, s:[s, s], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s], s:[s, s], s:s, s:O, "
+		"s:s, s:[s], s:s, s:b}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+		"credentials",
+		"env", "ANTHROPIC_API_KEY", "kind", "api_key", "host", "api.anthropic.com",
+		"env", "ANTHROPIC_AUTH_TOKEN", "kind", "bearer", "host", "api.anthropic.com",
 		"passthrough_env", "ANTHROPIC_BASE_URL",
 		"tools", "mcp_stdio", "mcp_http",
 		"mode", "default",

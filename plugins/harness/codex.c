@@ -30,9 +30,13 @@ static int x_describe(void *self, char **out)
 	codex *c = self;
 
 	return sr_harness_answer(json_pack(
-		"{s:o, s:[s, s], s:[s, s], s:s, s:O, s:s, s:[s, s], s:s}",
+		"{s:o, s:[s, s], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s, s], s:s, s:O, s:s, "
+		"s:[s, s], s:s}",
 		"command", sr_harness_command(&c->h),
 		"credential_env", "OPENAI_API_KEY", "CODEX_API_KEY",
+		"credentials",
+		"env", "OPENAI_API_KEY", "kind", "bearer", "host", "api.openai.com",
+		"env", "CODEX_API_KEY", "kind", "bearer", "host", "api.openai.com",
 		"tools", "mcp_stdio", "mcp_http",
 		"mode", c->mode,
 		"env", c->h.extra_env,

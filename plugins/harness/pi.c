@@ -30,9 +30,13 @@ static int p_describe(void *self, char **out)
 	pi *p = self;
 
 	return sr_harness_answer(json_pack(
-		"{s:o, s:[s, s], s:[s], s:O, s:s, s:[s, s], s:s}",
+		"{s:o, s:[s, s], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s], s:O, s:s, s:[s, s], "
+		"s:s}",
 		"command", sr_harness_command(&p->h),
 		"credential_env", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+		"credentials",
+		"env", "ANTHROPIC_API_KEY", "kind", "api_key", "host", "api.anthropic.com",
+		"env", "OPENAI_API_KEY", "kind", "bearer", "host", "api.openai.com",
 		"tools", "relay_extension",
 		"env", p->h.extra_env,
 		"install_dir", p->h.install_dir,

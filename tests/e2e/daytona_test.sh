@@ -62,15 +62,29 @@ grep 'tool_result' "$T/model.ndjson" | grep -q "platform says hi" &&
 session=$(field session "$T/ev1")
 box=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev1")
 
+shim_file=$(find "$T/emu" -path '*/.sandrun/bin/sandrun-shim' -type f | head -n 1)
+shim_inode=$(stat -c %i "$shim_file" 2>/dev/null)
+curl -s -X DELETE "$admin/calls" >/dev/null
 expect "turn 2 resumes" 0 $drive "$T/ev2" - - "$S" run --json --session "$session" \
 	--tools "$T/tools.json" --model-url "$url" "and then?"
+curl -s "$admin/calls" >"$T/calls2.json"
+echo "# turn 2's provider API calls: $(cat "$T/calls2.json")"
+# The session recorded which shim the sandbox has: listed, not uploaded
+# again, and no 'uname -m' session.
+[ -n "$shim_inode" ] && [ "$(stat -c %i "$shim_file" 2>/dev/null)" = "$shim_inode" ] &&
+	ok "turn 2 kept the shim in place" || fail "turn 2 kept the shim in place ($shim_file)"
+grep -q '"POST /toolbox/{id}/process/session":2,' "$T/calls2.json" &&
+	ok "turn 2 opened two sessions (agent, watch), none for uname" ||
+	fail "turn 2 opened two sessions (agent, watch), none for uname"
 grep_in "the parked sandbox is reconnected" "$T/ev2" '"type":"sandbox.acquired","how":"reconnected"'
 grep_in "it was stopped and started again" "$T/ev2" '"state":"stopped","operation":"reconnect"'
 grep_in "session/load" "$T/ev2" '"method":"session/load"'
 grep_in "turn 2 answers" "$T/ev2" '"text":"second turn ok"'
 
 # The agent's log stream is cut while a tool runs: re-attached, the turn
-# goes on, the tool ran once.
+# goes on, the tool ran once. Before it, the shim the session recorded is
+# removed from the sandbox: the turn finds it missing and uploads it.
+rm -f "$shim_file"
 $drive "$T/ev3" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
 	--model-url "$url" "be slow" >/dev/null 2>&1 &
 runner=$!
@@ -78,6 +92,7 @@ for _ in $(seq 200); do grep -q '"type":"tool.call"' "$T/ev3" 2>/dev/null && bre
 curl -s -X POST "$admin/streams/drop" >/dev/null && ok "streams dropped" || fail "streams dropped"
 wait $runner; rc=$?
 [ "$rc" -eq 0 ] && ok "the turn survived the drop" || fail "the turn survived the drop (exit $rc)"
+[ -x "$shim_file" ] && ok "a missing shim was uploaded again" || fail "a missing shim was uploaded again"
 grep_in "its answer" "$T/ev3" '"text":"slow done"'
 test "$(grep -c ' slow$' "$CB_LOG")" -eq 1 && ok "the slow tool ran once" || fail "the slow tool ran once"
 

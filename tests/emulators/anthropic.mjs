@@ -4,6 +4,7 @@
 // Script: JSON array of turns, consumed in order by MAIN-conversation requests only:
 //   {"text":"..."}                                   -> stop_reason end_turn
 //   {"tool_use":{"name":"...","input":{...}},"text":"optional text before"} -> stop_reason tool_use
+// Each log line has key_sha256: hex SHA-256 of the x-api-key (else the bearer token), or null.
 // Main vs side (see isMain): a main request offers the model tools (non-empty `tools`) AND its
 // last user message is not a forked helper prompt. Claude Code's side requests either send
 // `tools: []` (session title, JSON-schema output) or fork the full main request (same system,
@@ -14,6 +15,7 @@
 // gets "<severity>N</severity>" with N from --severity (default 0 = allow, >50 = block).
 import http from "node:http";
 import fs from "node:fs";
+import crypto from "node:crypto";
 
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
 const scriptPath = arg("--script"), logPath = arg("--log");
@@ -24,6 +26,12 @@ let turn = 0, seq = 0;
 const log = (entry) => { if (logPath) fs.appendFileSync(logPath, JSON.stringify(entry) + "\n"); };
 const redact = (h) => Object.fromEntries(Object.entries(h).map(([k, v]) =>
   [k, /^(x-api-key|authorization)$/i.test(k) ? "<redacted>" : v]));
+// The key that came (x-api-key, else the bearer token) as hex SHA-256, so a
+// test can tell which key the model got without the key in the log.
+function keySha256(h) {
+  const key = h["x-api-key"] ?? /^Bearer\s+(.+)$/i.exec(h.authorization ?? "")?.[1];
+  return key === undefined ? null : crypto.createHash("sha256").update(key).digest("hex");
+}
 const id = (p) => `${p}_${String(++seq).padStart(4, "0")}${Date.now().toString(36)}`;
 
 // Text of the last user message (string content or its text blocks; tool_results ignored).
@@ -106,7 +114,7 @@ const server = http.createServer((req, res) => {
     const path = new URL(req.url, "http://x").pathname;
     let body = null;
     try { body = raw ? JSON.parse(raw) : null; } catch { body = { _unparsed: raw }; }
-    const entry = { t: new Date().toISOString(), method: req.method, path, url: req.url, headers: redact(req.headers), body };
+    const entry = { t: new Date().toISOString(), method: req.method, path, url: req.url, headers: redact(req.headers), key_sha256: keySha256(req.headers), body };
     if (req.method === "POST" && path === "/v1/messages") {
       body = body ?? {};
       const main = isMain(body);

@@ -6,12 +6,14 @@
 // doc/daytona-emulator.md.
 //
 // Usage: node daytona.mjs [--state-dir DIR] [--api-key KEY] [--port N]
-//                         [--transition-ms MS] [--log FILE]
+//                         [--transition-ms MS] [--log FILE] [--egress-port N]
+//                         [--egress-host NAME=127.0.0.1:PORT]...
 // (env: DAYTONA_EMU_STATE_DIR, DAYTONA_EMU_API_KEY, DAYTONA_EMU_PORT,
-//  DAYTONA_EMU_TRANSITION_MS; defaults: a temporary dir removed at exit,
-//  key "test-key", port 0, 50 ms per state step).
+//  DAYTONA_EMU_TRANSITION_MS, DAYTONA_EMU_EGRESS_PORT, DAYTONA_EMU_EGRESS_HOSTS
+//  (NAME=127.0.0.1:PORT,...); defaults: a temporary dir removed at exit,
+//  key "test-key", ports 0, 50 ms per state step).
 // Prints one JSON line once listening:
-//   {"url","apiUrl","toolboxUrl","previewUrl","adminUrl","stateDir","pid"}
+//   {"url","apiUrl","toolboxUrl","previewUrl","adminUrl","egressProxyUrl","stateDir","pid"}
 // Exits on SIGTERM/SIGINT (or when a piped stdin closes), killing the
 // process group of every process it started.
 import http from 'node:http';
@@ -23,8 +25,10 @@ import crypto from 'node:crypto';
 import { spawn } from 'node:child_process';
 
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
+const argAll = (name) => process.argv.flatMap((a, i) => (a === name && i + 1 < process.argv.length ? [process.argv[i + 1]] : []));
 const API_KEY = arg('--api-key') ?? process.env.DAYTONA_EMU_API_KEY ?? 'test-key';
 const PORT = Number(arg('--port') ?? process.env.DAYTONA_EMU_PORT ?? 0);
+const EGRESS_LISTEN_PORT = Number(arg('--egress-port') ?? process.env.DAYTONA_EMU_EGRESS_PORT ?? 0);
 const LOG = arg('--log') ?? process.env.DAYTONA_EMU_LOG;
 let stateDirArg = arg('--state-dir') ?? process.env.DAYTONA_EMU_STATE_DIR;
 const tempState = !stateDirArg;
@@ -39,14 +43,15 @@ let BASE = '';
 const sandboxes = new Map();   // id -> record
 const secrets = new Map();     // id -> {id,name,value,description,hosts,placeholder,createdAt,updatedAt}
 const calls = new Map();       // route key -> count
-const faults = new Map();      // route key -> {status,count,latencyMs,body}
+const faults = new Map();      // route key -> {status,count,latencyMs,after,message}
 const streams = new Set();     // open follow streams: {sandboxId, close()}
 const now = () => new Date().toISOString();
 const log = (entry) => { if (LOG) fs.appendFileSync(LOG, JSON.stringify({ t: Date.now(), ...entry }) + '\n'); };
 
-const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 408: 'Request Timeout',
-  409: 'Conflict', 410: 'Gone', 422: 'Unprocessable Entity', 429: 'Too Many Requests', 500: 'Internal Server Error',
-  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' };
+const STATUS_TEXT = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found',
+  407: 'Proxy Authentication Required', 408: 'Request Timeout', 409: 'Conflict', 410: 'Gone', 422: 'Unprocessable Entity',
+  429: 'Too Many Requests', 500: 'Internal Server Error', 501: 'Not Implemented', 502: 'Bad Gateway',
+  503: 'Service Unavailable', 504: 'Gateway Timeout' };
 class HttpError extends Error {
   constructor(status, message, code) { super(message); this.status = status; this.code = code; }
 }
@@ -102,9 +107,15 @@ function killAll(sb) {
   sb.sessions.clear();
   for (const st of [...streams]) if (st.sandboxId === sb.id) st.close();
 }
+// The sandbox's way out is the egress proxy (its own credentials in the
+// URL); loopback (toolbox, relay, test servers) stays direct.
+const egressProxyUrl = (sb) => `http://${sb.id}:${sb.egressToken}@127.0.0.1:${EGRESS_PORT}`;
 function sandboxEnv(sb, extra = {}) {
+  const proxy = egressProxyUrl(sb);
   const env = { PATH: process.env.PATH || '/usr/local/bin:/usr/bin:/bin', HOME: sb.dir, USER: sb.user, LANG: 'C.UTF-8',
-    DAYTONA_SANDBOX_ID: sb.id, DAYTONA_SANDBOX_USER: sb.user, DAYTONA_SANDBOX_SNAPSHOT: sb.snapshot || '' };
+    DAYTONA_SANDBOX_ID: sb.id, DAYTONA_SANDBOX_USER: sb.user, DAYTONA_SANDBOX_SNAPSHOT: sb.snapshot || '',
+    HTTP_PROXY: proxy, http_proxy: proxy, HTTPS_PROXY: proxy, https_proxy: proxy,
+    NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
   Object.assign(env, sb.env);
   for (const link of sb.secretLinks) {
     const s = [...secrets.values()].find((x) => x.name === link.secretName);
@@ -232,7 +243,7 @@ function createSandbox(body) {
     autoArchiveInterval: body.autoArchiveInterval ?? 10080, autoDeleteInterval: body.autoDeleteInterval ?? -1,
     volumes: body.volumes || [], secretLinks, state: 'creating', desiredState: 'started', createdAt: t, updatedAt: t,
     lastActivityAt: t, dir: path.join(STATE, 'sandboxes', id), procs: new Set(), sessions: new Map(), gen: 0,
-    previewToken: token(), errorReason: undefined, recoverable: undefined,
+    previewToken: token(), egressToken: token(), errorReason: undefined, recoverable: undefined,
   };
   fs.mkdirSync(sb.dir, { recursive: true });
   sandboxes.set(id, sb);
@@ -741,7 +752,8 @@ function admin(req, res, url, buf) {
     const list = Array.isArray(b) ? b : [b];
     for (const f of list) {
       if (!routes.some((r) => r.key === f.route) && !PREVIEW_KEY.test(f.route || '')) fail(400, `unknown route ${f.route} (GET /_emulator/routes lists them)`);
-      faults.set(f.route, { status: f.status ?? 0, count: f.count ?? 1, latencyMs: f.latencyMs ?? 0,
+      if (f.after !== undefined && !(Number.isInteger(f.after) && f.after >= 0)) fail(400, 'after must be an integer >= 0');
+      faults.set(f.route, { status: f.status ?? 0, count: f.count ?? 1, latencyMs: f.latencyMs ?? 0, after: f.after ?? 0,
         ...(f.message ? { message: f.message } : {}) });
     }
     return send(res, 200, Object.fromEntries(faults));
@@ -761,9 +773,24 @@ function admin(req, res, url, buf) {
   }
   if (req.method === 'GET' && (m = /^\/sandbox\/([^/]+)$/.exec(p))) {
     const sb = findSandbox(decodeURIComponent(m[1]));
-    return send(res, 200, { ...sandboxDto(sb), dir: sb.dir, previewToken: sb.previewToken,
+    return send(res, 200, { ...sandboxDto(sb), dir: sb.dir, previewToken: sb.previewToken, egressProxyUrl: egressProxyUrl(sb),
       pids: [...sb.procs].map((c) => c.pid), sessions: [...sb.sessions.keys()], secrets: sb.secretLinks });
   }
+  if (req.method === 'GET' && p === '/egress') {
+    const sid = url.searchParams.get('sandboxId');
+    return send(res, 200, egressLog.filter((e) => !sid || e.sandboxId === sid));
+  }
+  if (req.method === 'DELETE' && p === '/egress') { egressLog.length = 0; return send(res, 204, null); }
+  if (req.method === 'GET' && p === '/egress/hosts') return send(res, 200, egressHostsDto());
+  if (req.method === 'POST' && p === '/egress/hosts') {
+    const b = body();
+    if (!b || typeof b !== 'object' || Array.isArray(b)) fail(400, 'expected a JSON object {"NAME":"127.0.0.1:PORT"} (null removes NAME)');
+    // All or nothing: check every entry before changing the map.
+    const parsed = Object.entries(b).map(([name, target]) => [name.toLowerCase(), target === null ? null : parseUpstream(name, target)]);
+    for (const [name, up] of parsed) if (up) egressHosts.set(name, up); else egressHosts.delete(name);
+    return send(res, 200, egressHostsDto());
+  }
+  if (req.method === 'DELETE' && p === '/egress/hosts') { egressHosts.clear(); return send(res, 204, null); }
   if (req.method === 'POST' && p === '/streams/drop') {
     const sid = url.searchParams.get('sandboxId');
     let n = 0;
@@ -783,11 +810,13 @@ function match(method, pathname) {
   return null;
 }
 const authorized = (req) => req.headers.authorization === `Bearer ${API_KEY}`;
-// A fault for the route, if one is armed: wait its latency, then answer its
-// status (0 = only the latency). count < 0 means every call.
+// A fault for the route, if one is armed: the first `after` calls pass
+// untouched; then it waits its latency and answers its status (0 = only the
+// latency), `count` times. count < 0 means every call.
 async function applyFault(key) {
   const f = faults.get(key);
   if (!f) return null;
+  if (f.after > 0) { f.after--; return null; }
   if (f.count === 0) { faults.delete(key); return null; }
   if (f.count > 0 && --f.count === 0) faults.delete(key);
   if (f.latencyMs) await sleep(f.latencyMs);
@@ -871,6 +900,192 @@ async function preview(req, res, url) {
   req.pipe(up);
 }
 
+// --------------------------------------------------------- egress proxy
+// Daytona's egress proxy: every sandbox process has HTTP(S)_PROXY pointing
+// here with its sandbox's credentials. In a request to a host one of the
+// sandbox's secrets lists, the secret's placeholder becomes its value in
+// header values and the query string; any other host gets the request as
+// sent. Names resolve through the egress host map only, to loopback
+// upstreams: the emulator never contacts the internet. CONNECT is a plain
+// tunnel (no TLS interception, so no substitution).
+const egressHosts = new Map();   // lower-cased name or *.domain -> {host, port}
+const egressLog = [];            // proxied requests: names of secrets used, never values
+const EGRESS_LOG_MAX = 10000;
+const EGRESS_HELP = '--egress-host NAME=127.0.0.1:PORT or POST /_emulator/egress/hosts';
+let EGRESS_PORT = 0;
+
+function parseUpstream(name, target) {
+  if (typeof name !== 'string' || !HOST_RE.test(name)) fail(400, `egress host name ${name}: a host name or *.domain, no port`);
+  const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})$/.exec(typeof target === 'string' ? target : '');
+  if (!m || Number(m[2]) < 1 || Number(m[2]) > 65535)
+    fail(400, `egress host ${name}: upstream ${JSON.stringify(target)} must be 127.0.0.1:PORT (or localhost:PORT, [::1]:PORT)`);
+  return { host: m[1] === '[::1]' ? '::1' : m[1], port: Number(m[2]) };
+}
+const egressHostsDto = () => Object.fromEntries([...egressHosts].map(([n, u]) =>
+  [n, `${u.host === '::1' ? '[::1]' : u.host}:${u.port}`]));
+// Daytona's host rules: an exact name, or `*.domain` for the subdomains of
+// domain (not domain itself). Host and rule compare lower-cased.
+function hostMatches(rule, host) {
+  rule = rule.toLowerCase();
+  if (rule.startsWith('*.')) return host.endsWith(rule.slice(1)) && host.length > rule.length - 1;
+  return host === rule;
+}
+// The upstream of a host: the map (exact, then wildcard entries); a
+// loopback name not in the map goes to itself.
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+function egressUpstream(host, port) {
+  if (egressHosts.has(host)) return egressHosts.get(host);
+  for (const [name, up] of egressHosts) if (name.startsWith('*.') && hostMatches(name, host)) return up;
+  if (LOOPBACK.has(host)) return { host: host === '[::1]' ? '::1' : host, port: Number(port) || 80 };
+  return null;
+}
+// Proxy-Authorization: Basic base64(sandboxId:token).
+function egressSandbox(req) {
+  const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(req.headers['proxy-authorization'] || '');
+  if (!m) return null;
+  const cred = Buffer.from(m[1], 'base64').toString('utf8');
+  const i = cred.indexOf(':');
+  const sb = i > 0 ? sandboxes.get(cred.slice(0, i)) : undefined;
+  return sb && sb.egressToken === cred.slice(i + 1) ? sb : null;
+}
+// The secrets linked to the sandbox that may go to host (no hosts: any
+// host, as Daytona does).
+function egressSecrets(sb, host) {
+  const names = new Set(sb.secretLinks.map((l) => l.secretName));
+  return [...secrets.values()].filter((s) => names.has(s.name) && (!s.hosts.length || s.hosts.some((h) => hostMatches(h, host))));
+}
+function egressRecord(entry) {
+  const rec = { t: now(), ...entry };
+  egressLog.push(rec);
+  if (egressLog.length > EGRESS_LOG_MAX) egressLog.shift();
+  log({ event: 'egress', ...rec });
+  return rec;
+}
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-authorization', 'proxy-authenticate', 'proxy-connection', 'te',
+  'trailer', 'upgrade'];
+// rawHeaders to an object (repeated names as arrays), without hop-by-hop
+// headers and those the Connection header names.
+function forwardHeaders(raw, connection, drop = [], map = (v) => v) {
+  const skip = new Set([...HOP_BY_HOP, ...drop, ...String(connection || '').toLowerCase().split(',').map((x) => x.trim())]);
+  const out = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i];
+    if (skip.has(k.toLowerCase())) continue;
+    const v = map(raw[i + 1]);
+    out[k] = k in out ? [].concat(out[k], v) : v;
+  }
+  return out;
+}
+const EGRESS_TAG = 'egress proxy (Daytona emulator)';
+const proxyAuthHeaders = { 'proxy-authenticate': 'Basic realm="daytona-egress"' };
+
+function egressRequest(req, res) {
+  // The request target as sent (absolute form), host lower-cased.
+  const m = /^http:\/\/([^/?#]+)([^#]*)/i.exec(req.url);
+  let host = '', port = '';
+  try { const u = new URL(req.url); if (m) { host = u.hostname.toLowerCase(); port = u.port; } } catch { /* origin form */ }
+  if (!host) return send(res, 400, `${EGRESS_TAG}: expected an absolute-form http:// request (https goes through CONNECT)\n`);
+  const target = m[2] || '/';
+  const sb = egressSandbox(req);
+  const rec = egressRecord({ sandboxId: sb ? sb.id : null, method: req.method, host, path: target, secrets: [] });
+  if (!sb) {
+    rec.status = 407;
+    return send(res, 407, `${EGRESS_TAG}: Proxy-Authorization missing or wrong (the sandbox's HTTP_PROXY carries it)\n`, proxyAuthHeaders);
+  }
+  const up = egressUpstream(host, port);
+  if (!up) {
+    rec.status = 502;
+    return send(res, 502, `${EGRESS_TAG}: host ${host} is not in the egress host map (${EGRESS_HELP}); the emulator never contacts the internet\n`);
+  }
+  const subs = egressSecrets(sb, host);
+  const used = new Set();
+  const swap = (text, inQuery) => {
+    for (const s of subs) {
+      if (!text.includes(s.placeholder)) continue;
+      used.add(s.name);
+      const value = inQuery ? encodeURIComponent(s.value) : s.value;
+      text = text.replaceAll(s.placeholder, () => value);
+    }
+    return text;
+  };
+  const q = target.indexOf('?');
+  const pathOut = q < 0 ? target : target.slice(0, q) + swap(target.slice(q), true);
+  const headers = forwardHeaders(req.rawHeaders, req.headers.connection, [], (v) => swap(v, false));
+  rec.secrets = [...used];
+  let ureq;
+  try {
+    ureq = http.request({ host: up.host, port: up.port, method: req.method, path: pathOut, headers, agent: false }, (ur) => {
+      rec.status = ur.statusCode;
+      res.writeHead(ur.statusCode, ur.statusMessage, forwardHeaders(ur.rawHeaders, ur.headers.connection, ['transfer-encoding']));
+      ur.pipe(res);
+      ur.on('error', () => res.destroy());
+    });
+  } catch (e) {
+    // e.g. a value with a character a header cannot carry; name no value.
+    rec.status = 502;
+    return send(res, 502, `${EGRESS_TAG}: cannot forward to ${host}: ${e.code || 'invalid request'}\n`);
+  }
+  ureq.on('error', (e) => {
+    if (rec.status === undefined) rec.status = 502;
+    if (res.headersSent) return res.destroy();
+    send(res, 502, `${EGRESS_TAG}: upstream of ${host} (${up.host}:${up.port}) failed: ${e.code || e.message}\n`);
+  });
+  res.on('close', () => { if (!res.writableFinished) ureq.destroy(); });
+  req.pipe(ureq);
+}
+// CONNECT host:port: a tunnel to the host's upstream, bytes untouched.
+function egressConnect(req, socket, head) {
+  socket.on('error', () => {});
+  const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(req.url);
+  const host = (m ? m[1] : req.url).toLowerCase();
+  const sb = egressSandbox(req);
+  const rec = egressRecord({ sandboxId: sb ? sb.id : null, method: 'CONNECT', host, path: null, port: m ? Number(m[2]) : null,
+    secrets: [], tunnel: true });
+  const refuse = (status, text, extra = {}) => {
+    rec.status = status;
+    const hdr = { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text), ...extra, connection: 'close' };
+    socket.end(`HTTP/1.1 ${status} ${STATUS_TEXT[status]}\r\n${Object.entries(hdr).map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n${text}`);
+  };
+  if (!m) return refuse(400, `${EGRESS_TAG}: CONNECT needs host:port\n`);
+  if (!sb) return refuse(407, `${EGRESS_TAG}: Proxy-Authorization missing or wrong (the sandbox's HTTPS_PROXY carries it)\n`, proxyAuthHeaders);
+  const up = egressUpstream(host, m[2]);
+  if (!up) return refuse(502, `${EGRESS_TAG}: host ${host} is not in the egress host map (${EGRESS_HELP}); the emulator never contacts the internet\n`);
+  const upSock = net.connect(up.port, up.host, () => {
+    rec.status = 200;
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head?.length) upSock.write(head);
+    upSock.pipe(socket);
+    socket.pipe(upSock);
+  });
+  upSock.on('error', (e) => {
+    if (rec.status === undefined) refuse(502, `${EGRESS_TAG}: upstream of ${host} (${up.host}:${up.port}) failed: ${e.code || e.message}\n`);
+    else socket.destroy();
+  });
+  socket.on('close', () => upSock.destroy());
+}
+const egressServer = http.createServer((req, res) => {
+  try { egressRequest(req, res); } catch (e) { console.error(e); send(res, 500, `${EGRESS_TAG}: internal error\n`); }
+});
+egressServer.on('connect', egressConnect);
+egressServer.on('upgrade', (req, socket) => {
+  socket.on('error', () => {});
+  const text = `${EGRESS_TAG}: upgrades through the proxy are not emulated (use CONNECT)\n`;
+  socket.end(`HTTP/1.1 501 Not Implemented\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`);
+});
+// The host map from the command line (and DAYTONA_EMU_EGRESS_HOSTS).
+try {
+  const specs = [...(process.env.DAYTONA_EMU_EGRESS_HOSTS || '').split(',').filter(Boolean), ...argAll('--egress-host')];
+  for (const spec of specs) {
+    const i = spec.indexOf('=');
+    if (i <= 0) fail(400, `--egress-host ${spec}: expected NAME=127.0.0.1:PORT`);
+    const name = spec.slice(0, i).trim().toLowerCase();
+    egressHosts.set(name, parseUpstream(name, spec.slice(i + 1).trim()));
+  }
+} catch (e) {
+  console.error(`daytona emulator: ${e.message}`);
+  process.exit(2);
+}
+
 // --------------------------------------------------------------- server
 const server = http.createServer((req, res) => {
   handle(req, res).catch((e) => { console.error(e); send(res, 500, { message: 'An unexpected error occurred.' }); });
@@ -919,15 +1134,20 @@ function quit() {
   quitting = true;
   for (const sb of sandboxes.values()) { sb.gen++; killAll(sb); }
   server.close();
+  egressServer.close();
   for (const st of [...streams]) st.close();
   server.closeAllConnections?.();
+  egressServer.closeAllConnections?.();
   if (tempState) fs.rmSync(STATE, { recursive: true, force: true });
   process.exit(0);
 }
-server.listen(PORT, '127.0.0.1', () => {
-  BASE = `http://127.0.0.1:${server.address().port}`;
-  console.log(JSON.stringify({ url: BASE, apiUrl: `${BASE}/api`, toolboxUrl: `${BASE}/toolbox`, previewUrl: `${BASE}/preview`,
-    adminUrl: `${BASE}/_emulator`, stateDir: STATE, pid: process.pid }));
+egressServer.listen(EGRESS_LISTEN_PORT, '127.0.0.1', () => {
+  EGRESS_PORT = egressServer.address().port;
+  server.listen(PORT, '127.0.0.1', () => {
+    BASE = `http://127.0.0.1:${server.address().port}`;
+    console.log(JSON.stringify({ url: BASE, apiUrl: `${BASE}/api`, toolboxUrl: `${BASE}/toolbox`, previewUrl: `${BASE}/preview`,
+      adminUrl: `${BASE}/_emulator`, egressProxyUrl: `http://127.0.0.1:${EGRESS_PORT}`, stateDir: STATE, pid: process.pid }));
+  });
 });
 process.on('SIGTERM', quit);
 process.on('SIGINT', quit);

@@ -14,6 +14,7 @@
 // other side requests get the text "side answer".
 import http from 'node:http';
 import fs from 'node:fs';
+import crypto from 'node:crypto';
 
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
 const script = JSON.parse(fs.readFileSync(arg('--script'), 'utf8'));
@@ -21,7 +22,8 @@ const logPath = arg('--log');
 let turn = 0, seq = 0;
 const rid = (p) => `${p}_${Date.now().toString(36)}${(seq++).toString(36)}`;
 
-// Append one NDJSON line per request; header values are dropped (only names kept).
+// Append one NDJSON line per request; header values are dropped (only names kept),
+// the key that came (bearer token, else x-api-key) only as key_sha256 (hex SHA-256).
 function log(entry) {
   if (logPath) fs.appendFileSync(logPath, JSON.stringify({ t: Date.now(), ...entry }) + '\n');
 }
@@ -96,7 +98,9 @@ const server = http.createServer((req, res) => {
     let body = null;
     try { body = raw ? JSON.parse(raw) : null; } catch { body = { unparsed: raw.slice(0, 2000) }; }
     const path = req.url.split('?')[0];
-    const entry = { method: req.method, url: req.url, headers: Object.keys(req.headers), body };
+    const key = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? req.headers['x-api-key'];
+    const entry = { method: req.method, url: req.url, headers: Object.keys(req.headers),
+      key_sha256: key === undefined ? null : crypto.createHash('sha256').update(key).digest('hex'), body };
     if (req.method === 'POST' && /\/responses$/.test(path)) {
       const sub = req.headers['x-openai-subagent'] || body?.client_metadata?.['x-openai-subagent'];
       const main = !sub && Array.isArray(body?.tools) && body.tools.length > 0;

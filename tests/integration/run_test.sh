@@ -31,6 +31,12 @@ gate "tools with a strict restricted network" tools_bypass_network --network off
 gate "MCP servers on pi" mcp_unsupported --harness pi --mcp-servers "$T/ok.json" hi
 gate "reserved MCP server name" mcp_server_reserved --mcp-servers "$T/reserved.json" hi
 gate "private MCP URL" mcp_url_refused --mcp-servers "$T/private.json" hi
+SANDRUN_RUNNER_CREDENTIAL_ISOLATION=required ANTHROPIC_API_KEY=sk-ant-gate-1 \
+	gate "credential isolation required on local" credential_isolation_unavailable hi
+grep_in "the refusal names the provider" "$T/out" "provider 'local' cannot keep credentials out"
+SANDRUN_RUNNER_CREDENTIAL_ISOLATION=sometimes expect "a bad credential_isolation is a config error" 3 \
+	"$S" run --json hi
+grep_in "the config error names the key" "$T/err" "key 'credential_isolation': invalid value 'sometimes'"
 printf '[{"name":"shell","command":"/bin/sh","args":["-c","id"],"env":[]}]' >"$T/stdio.json"
 gate "a user MCP server that launches a command" mcp_server_stdio --mcp-servers "$T/stdio.json" hi
 # A name that resolves to a private or loopback address (this machine's

@@ -248,3 +248,39 @@ Test(conf, a_long_line_keeps_the_line_numbers_right)
 	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
 	sr__config_free(c);
 }
+
+Test(conf, credential_isolation_and_secrets_allow_hosts_are_checked)
+{
+	sr__config *c = sr__config_new();
+	sr__runner_conf rc;
+	const char *p = t_write(dir, "a.conf", "[runner]\ncredential_isolation = required\n"
+				"[secrets]\nallow_hosts = api.model.test:18080, gateway.internal\n");
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK, "%s", t_log_text());
+	cr_assert_eq(rc.credential_isolation, 1);
+	cr_assert_str_eq(rc.secrets_allow_hosts, "api.model.test:18080, gateway.internal");
+	cr_assert_null(strstr(t_log_text(), "unknown"), "%s", t_log_text());
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "b.conf", "[runner]\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK);
+	cr_assert_eq(rc.credential_isolation, 0, "the default is preferred");
+	cr_assert_str_eq(rc.secrets_allow_hosts, "");
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "c.conf", "[runner]\ncredential_isolation = sometimes\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "c.conf:2: [runner] key 'credential_isolation': invalid "
+			 "value 'sometimes'"), "%s", t_log_text());
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "d.conf", "[secrets]\nallow_hosts = *.example.com\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "key 'allow_hosts': invalid value '*.example.com'"), "%s",
+		  t_log_text());
+	sr__config_free(c);
+}

@@ -146,3 +146,30 @@ Test(plan, the_allow_list_admits_a_private_host)
 	cr_assert_not(sr__plan_mcp_url_ok("https://10.1.2.3/mcp", NULL, why, sizeof(why)));
 	cr_assert(sr__plan_mcp_url_ok("https://10.1.2.3/mcp", allow, why, sizeof(why)));
 }
+
+/* [runner] credential_isolation = required: a provider that cannot keep
+ * credentials out of the sandbox is refused before anything exists. */
+Test(plan, required_isolation_refuses_a_provider_without_it)
+{
+	sr__plan p;
+	json_t *tools = json_pack("[s]", "mcp_stdio");
+
+	memset(&p, 0, sizeof(p));
+	p.prompt = "hi";
+	p.provider_name = "local";
+	p.provider_loaded = 1;
+	p.harness_name = "h";
+	p.harness_loaded = 1;
+	p.harness_enabled = 1;
+	p.harness_tools = tools;
+	p.credential_isolation = 1; /* required */
+	cr_assert_eq(sr__plan_check(&p, &code, msg, sizeof(msg)), SR_EPERM);
+	cr_assert_str_eq(code, "credential_isolation_unavailable");
+	cr_assert(strstr(msg, "provider 'local' cannot keep credentials out"), "%s", msg);
+	p.provider_caps = SR_CAP_ISOLATED_SECRETS;
+	cr_assert_eq(sr__plan_check(&p, &code, msg, sizeof(msg)), SR_OK, "%s", msg);
+	p.provider_caps = 0;
+	p.credential_isolation = 0; /* preferred */
+	cr_assert_eq(sr__plan_check(&p, &code, msg, sizeof(msg)), SR_OK, "%s", msg);
+	json_decref(tools);
+}

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "core/run/creds.h"
 #include "core/run/run.h"
 
 static json_t *files_of(const char *path)
@@ -86,12 +87,13 @@ static int env_has(json_t *env, const char *name)
 
 Test(run, isolated_secrets_never_reach_the_plain_environment)
 {
-	json_t *desc = json_pack("{s:[s, s], s:[s]}", "credential_env", "T_CRED_KEY", "T_UNSET",
-				 "passthrough_env", "T_PASS_URL");
+	json_t *desc = json_pack("{s:[s, s], s:[{s:s, s:s, s:s}], s:[s]}", "credential_env",
+				 "T_CRED_KEY", "T_UNSET", "credentials", "env", "T_CRED_KEY", "kind",
+				 "bearer", "host", "api.model.example", "passthrough_env", "T_PASS_URL");
 	json_t *env = json_array(), *exposed = json_array();
-	const char *hosts[] = { "model.example" };
-	const sr_credential **creds;
-	size_t n;
+	const sr_credential *const *creds;
+	sr__creds *c = NULL;
+	char why[400], fp[65], fp2[65];
 
 	setenv("T_CRED_KEY", "sk-isolated-1234", 1);
 	setenv("T_PASS_URL", "https://model.example/v1", 1);
@@ -100,18 +102,139 @@ Test(run, isolated_secrets_never_reach_the_plain_environment)
 	cr_assert(env_has(env, "T_PASS_URL"));
 	cr_assert_not(env_has(env, "T_CRED_KEY"), "an isolated secret was injected as plain env");
 	cr_assert_eq(json_array_size(exposed), 0);
-	creds = sr__run_credentials(desc, hosts, 1, &n);
-	cr_assert_eq(n, 1);
+	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, &c, why, sizeof(why)), SR_OK, "%s",
+		     why);
+	cr_assert_eq(sr__creds_count(c), 1);
+	creds = sr__creds_spec(c);
 	cr_assert_eq(creds[0]->size, sizeof(sr_credential));
 	cr_assert_eq(creds[0]->target, SR_CRED_ENV);
 	cr_assert_str_eq(creds[0]->name, "T_CRED_KEY");
 	cr_assert_str_eq(creds[0]->value, "sk-isolated-1234");
+	cr_assert_str_eq(creds[0]->usage, "bearer");
 	cr_assert_eq(creds[0]->n_hosts, 1);
-	cr_assert_str_eq(creds[0]->hosts[0], "model.example");
+	cr_assert_str_eq(creds[0]->hosts[0], "api.model.example", "the declared host");
 	cr_assert(creds[0]->isolation_required);
-	free(creds);
+	sr__creds_fingerprint(c, fp);
+	cr_assert_eq(strlen(fp), 64);
+	cr_assert_null(strstr(fp, "1234"));
+	sr__creds_free(c);
+	/* The model URL replaces the declared host; a new value, a new
+	 * fingerprint. */
+	setenv("T_CRED_KEY", "sk-isolated-5678", 1);
+	cr_assert_eq(sr__creds_collect(desc, "https://gw.example.org/v1", NULL, NULL, &c, why,
+				       sizeof(why)), SR_OK, "%s", why);
+	cr_assert_str_eq(sr__creds_spec(c)[0]->hosts[0], "gw.example.org");
+	sr__creds_fingerprint(c, fp2);
+	cr_assert_str_neq(fp, fp2);
+	sr__creds_free(c);
 	json_decref(env);
 	json_decref(exposed);
+	json_decref(desc);
+}
+
+/* The exact host rule, each way of breaking it refused with its reason,
+ * before anything exists. */
+Test(run, the_exact_host_rule)
+{
+	static const struct { const char *dest, *why; } bad[] = {
+		{ "https://*.example.com", "wildcard" },
+		{ "*.example.com", "wildcard" },
+		{ "https://1.2.3.4/v1", "IP address" },
+		{ "https://[::1]/v1", "IP address" },
+		{ "https://localhost/v1", "local name" },
+		{ "https://api.localhost", "local name" },
+		{ "https://printer.local", "local name" },
+		{ "https://db.corp.internal", "local name" },
+		{ "http://api.example.com", "not https" },
+		{ "https://api.example.com:8443/", "port 8443" },
+		{ "https://API.example.com", "not lower case" },
+		{ "https://intranet/", "single label" },
+		{ "https://user:pw@api.example.com/", "credentials in the URL" },
+		{ "https://api..example.com", "empty label" },
+		{ "https://api_x.example.com", "not a valid host name" },
+		{ "", "no destination" },
+	};
+	const char *exceptions[] = { "api.model.test:18080", "gateway.internal", "10.0.0.7",
+				     "*.example.com", NULL };
+	char host[256], why[400];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		cr_assert_eq(sr__creds_host_rule(bad[i].dest, NULL, host, sizeof(host), why,
+						 sizeof(why)), SR_EPERM, "%s passed", bad[i].dest);
+		cr_assert(strstr(why, bad[i].why), "%s: '%s' does not say '%s'", bad[i].dest, why,
+			  bad[i].why);
+	}
+	cr_assert_eq(sr__creds_host_rule("https://api.anthropic.com/v1", NULL, host, sizeof(host),
+					 why, sizeof(why)), SR_OK, "%s", why);
+	cr_assert_str_eq(host, "api.anthropic.com");
+	cr_assert_eq(sr__creds_host_rule("api.openai.com", NULL, host, sizeof(host), why,
+					 sizeof(why)), SR_OK, "%s", why);
+	cr_assert_eq(sr__creds_host_rule("https://api.openai.com:443", NULL, host, sizeof(host),
+					 why, sizeof(why)), SR_OK, "%s", why);
+	/* Exceptions lift every check but the wildcard one, and only for
+	 * the exact host (and port, when listed with one). */
+	cr_assert_eq(sr__creds_host_rule("http://api.model.test:18080/v1", exceptions, host,
+					 sizeof(host), why, sizeof(why)), SR_OK, "%s", why);
+	cr_assert_str_eq(host, "api.model.test");
+	cr_assert_eq(sr__creds_host_rule("http://api.model.test:18081/v1", exceptions, host,
+					 sizeof(host), why, sizeof(why)), SR_EPERM);
+	cr_assert_eq(sr__creds_host_rule("http://sub.api.model.test:18080/", exceptions, host,
+					 sizeof(host), why, sizeof(why)), SR_EPERM);
+	cr_assert_eq(sr__creds_host_rule("https://gateway.internal/", exceptions, host,
+					 sizeof(host), why, sizeof(why)), SR_OK, "%s", why);
+	cr_assert_eq(sr__creds_host_rule("http://10.0.0.7:8080/", exceptions, host, sizeof(host),
+					 why, sizeof(why)), SR_OK, "%s", why);
+	cr_assert_eq(sr__creds_host_rule("https://*.example.com", exceptions, host, sizeof(host),
+					 why, sizeof(why)), SR_EPERM, "a wildcard is never excepted");
+}
+
+/* Bindings that break the rule are refused naming the binding; secret
+ * headers of user MCP servers are bindings to the server's host, and get
+ * the provider's placeholders (never their values when one is missing). */
+Test(run, bindings_name_what_breaks_the_rule_and_headers_get_placeholders)
+{
+	json_t *desc = json_pack("{s:[s]}", "credential_env", "T_BARE_KEY");
+	json_t *mcp = json_pack("[{s:s, s:s, s:s, s:[{s:s, s:s}, {s:s, s:s}]}]", "name", "docs",
+				"type", "http", "url", "https://mcp.docs.example/mcp", "headers",
+				"name", "Authorization", "value", "Bearer tok-secret-99", "name",
+				"X-Tenant", "value", "acme");
+	json_t *ph, *names = json_array();
+	sr__creds *c = NULL;
+	char why[400];
+
+	setenv("T_BARE_KEY", "sk-bare-1", 1);
+	cr_assert_eq(sr__creds_collect(desc, NULL, NULL, NULL, &c, why, sizeof(why)), SR_EPERM);
+	cr_assert(strstr(why, "T_BARE_KEY") && strstr(why, "no destination host"), "%s", why);
+	cr_assert_eq(sr__creds_collect(desc, "http://127.0.0.1:9/v1", NULL, NULL, &c, why,
+				       sizeof(why)), SR_EPERM);
+	cr_assert(strstr(why, "credential T_BARE_KEY: "), "%s", why);
+	cr_assert_eq(sr__creds_collect(desc, "https://model.example.com", mcp, NULL, &c, why,
+				       sizeof(why)), SR_OK, "%s", why);
+	cr_assert_eq(sr__creds_count(c), 2, "the key and the Authorization header, not X-Tenant");
+	cr_assert_str_eq(sr__creds_spec(c)[0]->name, "T_BARE_KEY");
+	cr_assert_str_eq(sr__creds_spec(c)[1]->name, "docs/Authorization");
+	cr_assert_eq(sr__creds_spec(c)[1]->target, SR_CRED_HEADER);
+	cr_assert_str_eq(sr__creds_spec(c)[1]->hosts[0], "mcp.docs.example");
+	cr_assert_str_eq(sr__creds_spec(c)[1]->usage, "bearer");
+	ph = json_pack("{s:s}", "T_BARE_KEY", "dtn_secret_aa");
+	cr_assert_eq(sr__creds_apply_placeholders(c, ph, mcp, why, sizeof(why)), SR_ENOTFOUND);
+	cr_assert(strstr(why, "docs") && strstr(why, "Authorization"), "%s", why);
+	cr_assert_str_eq(json_string_value(json_object_get(
+		json_array_get(json_object_get(json_array_get(mcp, 0), "headers"), 0), "value")),
+		"Bearer tok-secret-99", "nothing changed before every placeholder is known");
+	json_object_set_new(ph, "docs/Authorization", json_string("dtn_secret_bb"));
+	cr_assert_eq(sr__creds_apply_placeholders(c, ph, mcp, why, sizeof(why)), SR_OK);
+	cr_assert_str_eq(json_string_value(json_object_get(
+		json_array_get(json_object_get(json_array_get(mcp, 0), "headers"), 0), "value")),
+		"dtn_secret_bb");
+	sr__creds_free(c);
+	sr__creds_header_names(mcp, names);
+	cr_assert_eq(json_array_size(names), 1);
+	cr_assert_str_eq(json_string_value(json_array_get(names, 0)),
+			 "MCP server 'docs' header 'Authorization'");
+	json_decref(ph);
+	json_decref(names);
+	json_decref(mcp);
 	json_decref(desc);
 }
 

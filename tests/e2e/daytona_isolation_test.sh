@@ -1,0 +1,173 @@
+#!/bin/sh
+# Credentials the sandbox never sees, end to end: a claude turn on
+# provider = daytona (tests/emulators/daytona.mjs, whose egress proxy
+# stands for Daytona's) with the scripted model at an allowed host. The
+# model receives the real key; the sandbox's environment, files, process
+# list and logs, and the run's events, hold only the placeholder; the
+# proxy puts the value only into requests to the exact host. Then the
+# refusals that come before any secret exists.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+S=$SANDRUN_BIN
+dir=${SANDRUN_HARNESS_DIR:-}/claude
+command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
+if [ -z "${SANDRUN_HARNESS_DIR:-}" ] || [ ! -x "$dir/node_modules/.bin/claude-agent-acp" ]; then
+	missing "the claude adapter is not installed in \$SANDRUN_HARNESS_DIR/claude (scripts/check installs it)"
+fi
+export SANDRUN_RUNNER_HARNESSES=claude
+export SANDRUN_HARNESS_CLAUDE_INSTALL_DIR="$dir"
+export SANDRUN_RUNNER_REMOTE_HARNESS_DIR="$SANDRUN_HARNESS_DIR"
+export SANDRUN_RUNNER_PROVIDER=daytona
+drive="node $SANDRUN_SRCDIR/tests/e2e/drive.mjs"
+field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+sha256() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+
+# The scripted model (a platform tool that takes its time, so the sandbox
+# can be looked at while the agent runs), and an echo server for the
+# hosts that must not get the value.
+start_callbacks
+cat >"$T/tools.json" <<JSON
+[{"name":"slow","description":"Takes its time","permission":"allow",
+  "input_schema":{"type":"object","properties":{"ms":{"type":"integer"}}},
+  "callback":{"url":"$CB_URL","timeout_ms":30000}}]
+JSON
+printf '[{"tool_use":{"name":"mcp__sandrun-tools__slow","input":{"ms":4000}}},{"text":"isolated turn done"}]\n' \
+	>"$T/script.json"
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
+	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
+model_pid=$!
+cat >"$T/echo.mjs" <<'JS'
+import http from 'node:http';
+const s = http.createServer((req, res) => {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ host: req.headers.host, headers: req.headers }) + '\n');
+});
+s.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: s.address().port })));
+JS
+node "$T/echo.mjs" >"$T/echo.out" 2>"$T/echo.err" &
+echo_pid=$!
+for _ in $(seq 100); do [ -s "$T/model.out" ] && [ -s "$T/echo.out" ] && break; sleep 0.05; done
+model_port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$T/model.out")
+echo_port=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$T/echo.out")
+
+node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-test-key \
+	--log "$T/emu.log" --egress-host "api.model.test=127.0.0.1:$model_port" \
+	--egress-host "other.test=127.0.0.1:$echo_port" \
+	--egress-host "sub.api.model.test=127.0.0.1:$echo_port" >"$T/emu.out" 2>"$T/emu.err" &
+emu_pid=$!
+trap 'kill $emu_pid $model_pid $echo_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+api=$(field apiUrl "$T/emu.out")
+admin=$(field adminUrl "$T/emu.out")
+export SANDRUN_PROVIDER_DAYTONA_API_URL="$api"
+export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-test-key
+[ -n "$admin" ] && [ -n "$model_port" ] && [ -n "$echo_port" ] && ok "the emulators run" ||
+	{ fail "the emulators run"; cat "$T/emu.err" "$T/model.err"; finish; exit 1; }
+secrets() { curl -s -H "Authorization: Bearer dtn-test-key" "$api/secret"; }
+nsecrets() { secrets | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).length))'; }
+nboxes() { curl -s -H "Authorization: Bearer dtn-test-key" "$api/sandbox" |
+	node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).items.length))'; }
+
+key="sk-ant-real-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+export ANTHROPIC_API_KEY="$key"
+unset ANTHROPIC_AUTH_TOKEN
+model="http://api.model.test:$model_port"
+
+# ---- refusals: before any secret or sandbox exists ----
+refused() { # refused NAME MODEL_URL [ALLOW]
+	SANDRUN_SECRETS_ALLOW_HOSTS=${3:-} expect "$1 refused (exit 5)" 5 "$S" run --json \
+		--model-url "$2" "hi"
+	grep_in "$1: code credential_host_refused" "$T/out" '"code":"credential_host_refused"'
+	grep_in "$1: the message names the binding" "$T/out" 'credential ANTHROPIC_API_KEY'
+	[ "$(nsecrets)" = 0 ] && [ "$(nboxes)" = 0 ] && ok "$1: no secret, no sandbox" ||
+		fail "$1: no secret, no sandbox"
+}
+refused "a wildcard host" "https://*.model.test/v1" "*.model.test"
+refused "an IP address" "https://203.0.113.7/v1"
+refused "localhost" "https://localhost/v1"
+refused "http without an exception" "$model"
+refused "an exception for another port" "$model" "api.model.test:1"
+
+# ---- the turn: the value only at the exact host ----
+export SANDRUN_SECRETS_ALLOW_HOSTS="api.model.test:$model_port"
+$drive "$T/ev" - - "$S" run --json --tools "$T/tools.json" --model-url "$model" "isolate" \
+	>"$T/run.out" 2>"$T/run.err" &
+runner=$!
+for _ in $(seq 600); do grep -q '"type":"tool.call"' "$T/ev" 2>/dev/null && break; sleep 0.05; done
+grep_in "the platform tool was called" "$T/ev" '"type":"tool.call"'
+box=$(field sandbox "$T/ev")
+curl -s "$admin/sandbox/$box" >"$T/box.json"
+boxdir=$(field dir "$T/box.json")
+# While the agent runs: every process of the sandbox, its environment and
+# command line.
+pids=$(node -e 'const b=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(b.pids.join(" "))' "$T/box.json")
+: >"$T/procs.txt"
+for p in $pids; do
+	for q in $p $(ps -o pid= --ppid "$p" 2>/dev/null) $(pgrep -g "$p" 2>/dev/null); do
+		tr '\0' '\n' <"/proc/$q/environ" >>"$T/procs.txt" 2>/dev/null
+		tr '\0' ' ' <"/proc/$q/cmdline" >>"$T/procs.txt" 2>/dev/null
+		echo >>"$T/procs.txt"
+	done
+done
+placeholder=$(sed -n 's/^ANTHROPIC_API_KEY=\(dtn_secret_[0-9a-f]*\)$/\1/p' "$T/procs.txt" | head -n 1)
+[ -n "$placeholder" ] && ok "the agent's environment holds a placeholder" ||
+	{ fail "the agent's environment holds a placeholder"; head -c 2000 "$T/procs.txt"; }
+grep -q "$key" "$T/procs.txt" && fail "the key is in a sandbox process's environment or command line" ||
+	ok "no sandbox process has the key in its environment or command line"
+# From inside the sandbox, with the placeholder: another host and a
+# subdomain of the exact host get the placeholder.
+exec_in() {
+	curl -s -H "Authorization: Bearer dtn-test-key" -H 'Content-Type: application/json' \
+		-X POST "$(field url "$T/emu.out")/toolbox/$box/process/execute" \
+		-d "{\"command\":\"curl -s -H 'x-api-key: $placeholder' $1\",\"timeout\":20}"
+}
+exec_in "http://other.test/" >"$T/other.json"
+grep_in "another host gets the placeholder" "$T/other.json" "$placeholder"
+exec_in "http://sub.api.model.test/" >"$T/sub.json"
+grep_in "a subdomain gets the placeholder" "$T/sub.json" "$placeholder"
+grep -q "$key" "$T/other.json" "$T/sub.json" && fail "the value went to another host" ||
+	ok "the value went to no other host"
+wait $runner
+rc=$?
+[ "$rc" -eq 0 ] && ok "the isolated turn succeeded" ||
+	{ fail "the isolated turn succeeded (exit $rc)"; tail -5 "$T/run.err"; tail -3 "$T/ev"; }
+grep_in "the turn ended" "$T/ev" '"text":"isolated turn done"'
+grep -q '"type":"credentials.exposed"' "$T/ev" && fail "credentials.exposed on an isolating provider" ||
+	ok "no credentials.exposed"
+grep -q "\"key_sha256\":\"$(sha256 "$key")\"" "$T/model.ndjson" &&
+	ok "the model received the real key (through the proxy)" ||
+	{ fail "the model received the real key (through the proxy)"; head -c 600 "$T/model.ndjson"; }
+grep -q "\"key_sha256\":\"$(sha256 "$placeholder")\"" "$T/model.ndjson" &&
+	fail "the model got the placeholder" || ok "the model never got the placeholder"
+# Files, logs, events: the placeholder at most, never the value.
+grep -rqF "$key" "$boxdir" 2>/dev/null && fail "the key is in the sandbox's files" ||
+	ok "the sandbox's files do not hold the key"
+grep -qF "$key" "$T/ev" "$T/run.err" "$T/run.out" 2>/dev/null && fail "the key is in the run's events or logs" ||
+	ok "the run's events and logs do not hold the key"
+curl -s "$admin/egress?sandboxId=$box" >"$T/egress.json"
+grep -qF "$key" "$T/egress.json" && fail "the key is in the proxy's record" || ok "the proxy's record has no value"
+grep_in "the proxy substituted a secret for the model's host" "$T/egress.json" '"host":"api.model.test"'
+grep_in "a secret of sandrun's is bound at create" "$T/emu.log" '"secrets"'
+
+# One binding, one secret, exactly the model's host.
+secrets >"$T/secrets.json"
+node -e '
+const s = JSON.parse(require("fs").readFileSync(process.argv[1]));
+const mine = s.filter((x) => x.placeholder === process.argv[2]);
+if (mine.length !== 1 || JSON.stringify(mine[0].hosts) !== JSON.stringify(["api.model.test"])) process.exit(1);
+' "$T/secrets.json" "$placeholder" && ok "the secret names exactly api.model.test" ||
+	{ fail "the secret names exactly api.model.test"; cat "$T/secrets.json"; }
+
+# A changed key: the next turn gets a fresh sandbox and a fresh secret.
+session=$(field session "$T/ev")
+printf '[{"text":"second"}]\n' >"$T/script.json"
+export ANTHROPIC_API_KEY="${key}-rotated"
+expect "a turn after the key changed" 0 $drive "$T/ev2" - - "$S" run --json --session "$session" \
+	--tools "$T/tools.json" --model-url "$model" "again"
+grep_in "the sandbox was replaced" "$T/ev2" '"type":"sandbox.replaced"'
+grep_in "a fresh one was created" "$T/ev2" '"how":"created"'
+box2=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev2" | head -n 1)
+[ -n "$box2" ] && [ "$box2" != "$box" ] && ok "a new sandbox id" || fail "a new sandbox id ($box2)"
+curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer dtn-test-key" "$api/sandbox/$box" |
+	grep -q 404 && ok "the old sandbox is gone" || fail "the old sandbox is gone"
+secrets | grep -q "$placeholder" && fail "the old secret is left" || ok "the old secret went with it"
+finish
