@@ -615,8 +615,8 @@ static void rel_next_lease(dy_op *op)
 			json_t *l = lease_load(op->d, key, why, sizeof(why));
 			sec->working[0] = 0;
 			if (rc == SR_EEXIST)
-				lease_items(op, l, "pending", "another sandrun operation is "
-					    "cleaning it up");
+				lease_items(op, l, "kept", "another sandrun operation is "
+					    "cleaning it up now");
 			else if (rc != SR_ENOTFOUND)
 				h->log(h, SR_LOG_WARN, "daytona: %s: cannot claim it: %s", key,
 				       h->strerror(rc));
@@ -1268,11 +1268,10 @@ static void m_next(dy_op *op)
 	state = dy__lease_str(l, "state");
 	box = dy__lease_str(l, "sandbox");
 	if (owner_busy(op->d, l, key, op)) {
-		snprintf(why, sizeof(why), "in use by a live sandrun process (pid %lld)",
+		snprintf(why, sizeof(why), "in use by a live sandrun process (pid %lld, %s)",
 			 (long long)json_integer_value(json_object_get(json_object_get(l, "owner"),
-								       "pid")));
-		lease_items(op, l, strcmp(state, "creating") == 0 || strcmp(state, "active") == 0 ?
-			    "kept" : "pending", why);
+								       "pid")), state);
+		lease_items(op, l, "kept", why);
 		m_done_lease(op);
 		return;
 	}
