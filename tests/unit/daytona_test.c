@@ -1383,12 +1383,10 @@ Test(daytona, destroy_deletes_the_sandbox_first_then_its_secrets_and_lease)
 Test(daytona, a_failed_second_secret_deletes_the_first_and_leaves_no_lease)
 {
 	start("");
-	/* The first POST /secret is slow; while it is under way, the next
-	 * one is made to fail. */
-	fault("POST /api/secret", 0, 1, 400);
+	/* The first secret creation passes, the second fails. */
+	cr_assert_eq(admin("POST", "/_emulator/faults", "{\"route\":\"POST /api/secret\","
+			   "\"status\":500,\"count\":1,\"after\":1}", NULL, 0), 200);
 	create_secrets_async(50);
-	RUN_UNTIL(calls("POST /api/secret") >= 1, 5000);
-	fault("POST /api/secret", 500, 1, 0);
 	d_wait();
 	cr_assert_eq(w.status, SR_EHTTP, "%d %s", w.status, w.message);
 	cr_assert(strstr(w.message, "credential binding 'docs/Authorization'") &&
@@ -1569,6 +1567,31 @@ Test(daytona, maintain_finds_a_secret_created_just_before_a_crash_by_its_name)
 	r = maintain("{\"grace_s\":0}");
 	cr_assert_eq(items(r, "secret", "deleted"), 1, "%s", w.json);
 	cr_assert_eq(items(r, "secret", "foreign"), 0, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_cancelled_create_leaves_its_lease_to_maintain)
+{
+	json_t *r, *lease;
+
+	start("");
+	fault("POST /api/sandbox", 0, 1, 1500);
+	create_secrets_async(66);
+	RUN_UNTIL(calls("POST /api/sandbox") >= 1, 5000);
+	cr_assert_eq(sr__provider_cancel(p, 66), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_ECANCELED);
+	lease = only_lease();
+	cr_assert(json_is_null(json_object_get(lease, "owner")), "the cancelled create still owns "
+		  "its lease: %s", json_dumps(lease, 0));
+	json_decref(lease);
+	usleep(1600 * 1000); /* the abandoned POST /sandbox ends (no sandbox) */
+	cr_assert_eq(secrets_named("sandrun_"), 2);
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "deleted"), 1, "%s", w.json);
 	json_decref(r);
 	cr_assert_eq(secrets_named(""), 0);
 	cr_assert_eq(n_leases(), 0);

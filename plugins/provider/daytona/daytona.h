@@ -180,7 +180,6 @@ int dy__wait(dy_op *op, uint64_t ms, dy_step next);
 void dy__op_cancel(dy_op *op);
 int dy__complete_now(const dy *d, sr_done_fn done, void *ud, int status,
 		     const char *fmt, ...) SR_PRINTF(5, 6);
-int dy__valid_id(const char *id);
 const char *dy__box_toolbox(dy *d, const char *id);
 void dy__box_set(dy *d, const char *id, json_t *rec);
 void dy__box_forget(dy *d, const char *id);
@@ -227,6 +226,7 @@ int dy__file_mkdir(void *self, uint64_t req, const char *id, const char *path,
 		   uint32_t mode, sr_done_fn done, void *ud);
 
 /* lease.c: pure, no host call */
+int dy__valid_id(const char *id);
 int dy__prefix_valid(const char *s);
 int dy__env_name_valid(const char *s);
 int dy__secret_name(char *buf, size_t n, const char *prefix, const char *lease_id,

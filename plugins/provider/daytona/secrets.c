@@ -333,6 +333,21 @@ static int clear_owner(dy_op *op, json_t *lease, void *arg)
 	return json_object_set_new(lease, "owner", json_null()) ? SR_ENOMEM : SR_OK;
 }
 
+/* The owner cleared when it is this plugin instance (an operation that
+ * ended before its lease's story did: cancelled, or failed not knowing
+ * whether its sandbox exists); another's claim is left alone. */
+static int clear_my_owner(dy_op *op, json_t *lease, void *arg)
+{
+	json_t *owner = json_object_get(lease, "owner");
+	const char *inst = dy__lease_str(owner, "instance");
+
+	(void)arg;
+	if (json_integer_value(json_object_get(owner, "pid")) != (json_int_t)getpid() || !inst ||
+	    strcmp(inst, op->d->instance) != 0)
+		return SR_EEXIST;
+	return json_object_set_new(lease, "owner", json_null()) ? SR_ENOMEM : SR_OK;
+}
+
 /* Claim a lease for its release: refused (SR_EEXIST) while its owner is at
  * work on it. */
 static int claim(dy_op *op, json_t *lease, void *arg)
@@ -724,14 +739,19 @@ void dy__sec_release_box(dy_op *op, void (*then)(dy_op *))
 	release(op, then);
 }
 
-/* At the end of op (dy__op_free): a create that did not get to the end of
- * its lease's story (cancelled, or failed while whether its sandbox exists
- * was unknown) leaves the lease without owner, for maintain. Unloading is
- * like the process ending: the record stays as it is. */
+/* At the end of op (dy__op_free): an operation that did not get to the end
+ * of its lease's story (a cancelled create or release) leaves the lease
+ * without owner, for maintain. Unloading is like the process ending: the
+ * record stays as it is. */
 void dy__sec_end(dy_op *op)
 {
-	if (op->sec && op->sec->key[0] && op->sec->working[0] && !op->d->closing)
-		lease_update(op, op->sec->key, clear_owner, NULL, NULL);
+	char key[sizeof(op->sec->working)];
+
+	if (!op->sec || !op->sec->working[0] || op->d->closing)
+		return;
+	snprintf(key, sizeof(key), "%s", op->sec->working);
+	op->sec->working[0] = 0;
+	lease_update(op, key, clear_my_owner, NULL, NULL);
 }
 
 /* The names left cleanup_pending by op's releases (new reference), or NULL
@@ -918,13 +938,16 @@ static int post_secret(dy_op *op)
 	j = json_pack("{s:s, s:s, s:[s]}", "name", c->secret, "description", desc, "hosts",
 		      c->host);
 	head = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	val = quote(c->value);
-	if (url && head && val && (body = malloc((hl = strlen(head)) + strlen(val) + 16))) {
+	val = c->value ? quote(c->value) : NULL;
+	if (url && head && val && c->value && (body = malloc((hl = strlen(head)) + strlen(val) + 16))) {
 		/* {..., "value": "..."} */
 		snprintf(body, hl + strlen(val) + 16, "%.*s,\"value\":%s}", (int)(hl - 1), head,
 			 val);
 		rc = dy__api(op, "POST", url, "application/json", body, strlen(body), 0,
 			     secret_made);
+		/* Sent once, never again: the host has its copy. */
+		wipe_free(c->value);
+		c->value = NULL;
 	} else if (!op->in_call) {
 		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
 	}
@@ -976,7 +999,9 @@ static void secret_made(dy_op *op, const dy_resp *r)
 	}
 	if (dy__secret_check(r->json, c->secret, c->host, op->d->placeholder_prefix, why,
 			     sizeof(why)) != SR_OK) {
-		int named = dy__valid_id(id);
+		/* Deleted only when it is the one asked for, by its name. */
+		const char *got = dy__lease_str(r->json, "name");
+		int named = dy__valid_id(id) && got && strcmp(got, c->secret) == 0;
 		if (named)
 			lease_update(op, sec->key, mark_created, &a, NULL);
 		sec->absent_from = sec->i + 1;
