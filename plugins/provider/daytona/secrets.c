@@ -434,27 +434,34 @@ static void listed(dy_op *op, const dy_resp *r)
 			json_object_set_new(sec->listing, name, json_string(id));
 	}
 	cursor = json_is_object(r->json) ? dy__lease_str(r->json, "nextCursor") : NULL;
-	if (!sec->list_fallback && cursor && *cursor && json_array_size(items) &&
-	    ++sec->list_pages < 1000) {
+	if (!sec->list_fallback && cursor && *cursor && json_array_size(items)) {
+		if (++sec->list_pages >= 1000) {
+			/* An incomplete list would make a secret look never created. */
+			snprintf(sec->list_error, sizeof(sec->list_error), "%s: more than 1000 "
+				 "pages of secrets", op->what);
+			sec->list_then(op, 0);
+			return;
+		}
 		list_page(op, cursor);
 		return;
 	}
 	sec->list_then(op, 1);
 }
 
+/* Every page, filtered here: the API's own name filter is not relied on
+ * (a secret a filter left out would look never created). */
 static void list_page(dy_op *op, const char *cursor)
 {
 	dy_sec *sec = op->sec;
-	char *name = dy__urlenc(sec->stem), *cur = cursor ? dy__urlenc(cursor) : NULL;
-	char *url = !name ? NULL : sec->list_fallback ? dy__url(op->d, "/secret") :
-		    dy__url(op->d, "/secret/paginated?limit=100&name=%s%s%s", name,
-			    cur ? "&cursor=" : "", cur ? cur : "");
+	char *cur = cursor ? dy__urlenc(cursor) : NULL;
+	char *url = sec->list_fallback ? dy__url(op->d, "/secret") :
+		    dy__url(op->d, "/secret/paginated?limit=100%s%s", cur ? "&cursor=" : "",
+			    cur ? cur : "");
 
-	if (url)
+	if (url && (!cursor || cur))
 		dy__api(op, "GET", url, NULL, NULL, 0, 16u << 20, listed);
 	else
 		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
-	free(name);
 	free(cur);
 	free(url);
 }
