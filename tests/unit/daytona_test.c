@@ -1767,6 +1767,31 @@ Test(daytona, two_maintains_at_once_delete_each_secret_once)
 	sr__wait_clear(&w2);
 }
 
+Test(daytona, maintain_reads_every_page_of_the_organizations_secrets)
+{
+	char path[256], name[64];
+	json_t *r;
+	char *id;
+
+	start("");
+	for (int i = 0; i < 150; i++) {
+		snprintf(name, sizeof(name), "sandrun_other_%d", i);
+		seed_secret(name);
+	}
+	id = create_secrets();
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	cr_assert_eq(admin("DELETE", path, NULL, NULL, 0), 200);
+	wait_box_gone(id);
+	reset_calls();
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "foreign"), 150, "%s", w.json);
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(calls("GET /api/secret/paginated"), 2);
+	cr_assert_eq(secrets_named("sandrun_other_"), 150);
+	cr_assert_eq(n_leases(), 0);
+}
+
 Test(daytona, maintain_refuses_bad_params_clearly)
 {
 	start("");
