@@ -50,6 +50,7 @@ struct sr_http_call {
 	char *body_copy;
 	char *buf;
 	size_t len, cap, max;
+	size_t body_len;      /* of body_copy */
 	int too_big;
 	json_t *resp_headers; /* lower-case name -> value */
 	sr_done_fn done;
@@ -319,6 +320,10 @@ static void finish(sr_http_call *c, int status, const char *message)
 	free(c->end_message);
 	easy_put(c->http, c->easy);
 	curl_slist_free_all(c->headers);
+	/* A body may carry a secret (a Daytona secret's value): not left
+	 * behind in freed memory. */
+	if (c->body_copy)
+		explicit_bzero(c->body_copy, c->body_len);
 	free(c->body_copy);
 	free(c->buf);
 	json_decref(c->resp_headers);
@@ -677,6 +682,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		}
 		if (req->body_len && req->body)
 			memcpy(c->body_copy, req->body, req->body_len);
+		c->body_len = req->body ? req->body_len : 0;
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);
