@@ -121,7 +121,7 @@ int sr__sha256_file(const char *path, char hex[65], long long *size)
 	if (!ok)
 		return SR_EIO;
 	for (unsigned int i = 0; i < len; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+		snprintf(hex + (size_t)i * 2, 3, "%02x", md[i]);
 	*size = total;
 	return SR_OK;
 }

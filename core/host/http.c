@@ -22,6 +22,8 @@
 #define DEFAULT_TIMEOUT_MS 30000
 #define DEFAULT_MAX_RESPONSE (4u << 20)
 
+#define IDLE_EASY_MAX 16
+
 struct sr__http {
 	uv_loop_t *loop;
 	CURLM *multi;
@@ -35,6 +37,10 @@ struct sr__http {
 	int in_curl;
 	int kick_armed;
 	uv_timer_t kick;
+	/* Easy handles of finished requests, reset, for the next ones:
+	 * making one is a large part of a request's own cost. */
+	CURL *spare[IDLE_EASY_MAX];
+	int n_spare;
 	char *unix_socket;   /* every request goes there, or NULL */
 };
 
@@ -45,6 +51,7 @@ struct sr_http_call {
 	char *body_copy;
 	char *buf;
 	size_t len, cap, max;
+	size_t body_len;      /* of body_copy */
 	int too_big;
 	json_t *resp_headers; /* lower-case name -> value */
 	sr_done_fn done;
@@ -77,6 +84,7 @@ static struct {
 	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
 	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
 	void (*easy_cleanup)(CURL *);
+	void (*easy_reset)(CURL *);
 	const char *(*easy_strerror)(CURLcode);
 	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
 	void (*slist_free_all)(struct curl_slist *);
@@ -99,9 +107,26 @@ static struct {
 #define curl_easy_setopt cf.easy_setopt
 #define curl_easy_getinfo cf.easy_getinfo
 #define curl_easy_cleanup cf.easy_cleanup
+#define curl_easy_reset cf.easy_reset
 #define curl_easy_strerror cf.easy_strerror
 #define curl_slist_append cf.slist_append
 #define curl_slist_free_all cf.slist_free_all
+
+static CURL *easy_get(sr__http *h)
+{
+	return h->n_spare ? h->spare[--h->n_spare] : curl_easy_init();
+}
+
+/* A handle no longer in the multi handle: reset and kept, or freed. */
+static void easy_put(sr__http *h, CURL *e)
+{
+	if (!h->closing && h->n_spare < IDLE_EASY_MAX) {
+		curl_easy_reset(e);
+		h->spare[h->n_spare++] = e;
+	} else {
+		curl_easy_cleanup(e);
+	}
+}
 
 /* Loaded once for the process and never unloaded. */
 static int load_curl(void)
@@ -114,7 +139,7 @@ static int load_curl(void)
 		SYM(multi_add_handle), SYM(multi_remove_handle),
 		SYM(multi_assign), SYM(multi_cleanup), SYM(easy_init),
 		SYM(easy_setopt), SYM(easy_getinfo), SYM(easy_cleanup),
-		SYM(easy_strerror), SYM(slist_append), SYM(slist_free_all),
+		SYM(easy_reset), SYM(easy_strerror), SYM(slist_append), SYM(slist_free_all),
 #undef SYM
 	};
 	void *h;
@@ -294,8 +319,12 @@ static void finish(sr_http_call *c, int status, const char *message)
 	c->done(c->ud, &r);
 	free(js);
 	free(c->end_message);
-	curl_easy_cleanup(c->easy);
+	easy_put(c->http, c->easy);
 	curl_slist_free_all(c->headers);
+	/* A body may carry a secret (a Daytona secret's value): not left
+	 * behind in freed memory. */
+	if (c->body_copy)
+		explicit_bzero(c->body_copy, c->body_len);
 	free(c->body_copy);
 	free(c->buf);
 	json_decref(c->resp_headers);
@@ -520,6 +549,8 @@ static void on_timer_closed(uv_handle_t *t)
 
 	if (--h->closing > 0)
 		return; /* the other timer's close is still to come */
+	while (h->n_spare)
+		curl_easy_cleanup(h->spare[--h->n_spare]);
 	curl_multi_cleanup(h->multi);
 	free(h->unix_socket);
 	free(h);
@@ -601,7 +632,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 			return NULL;
 		}
 	c = calloc(1, sizeof(*c));
-	if (!c || !(c->easy = curl_easy_init())) {
+	if (!c || !(c->easy = easy_get(h))) {
 		free(c);
 		fail_now(done, ud, SR_ENOMEM, "out of memory");
 		return NULL;
@@ -655,6 +686,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 		}
 		if (req->body_len && req->body)
 			memcpy(c->body_copy, req->body, req->body_len);
+		c->body_len = req->body ? req->body_len : 0;
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, c->body_copy);

@@ -251,6 +251,7 @@ int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
 	}
 	if (rc == SR_OK && c->n)
 		qsort(c->b, c->n, sizeof(*c->b), cmp_binding);
+	// NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers
 	if (rc == SR_OK && !(c->ptrs = calloc(c->n + 1, sizeof(*c->ptrs))))
 		rc = SR_ENOMEM;
 	if (rc != SR_OK) {
@@ -303,7 +304,7 @@ void sr__creds_fingerprint(const sr__creds *c, char out[65])
 	}
 	if (EVP_DigestFinal_ex(x, md, &len) == 1 && len == 32)
 		for (unsigned int i = 0; i < len; i++)
-			snprintf(out + 2 * i, 3, "%02x", md[i]);
+			snprintf(out + (size_t)i * 2, 3, "%02x", md[i]);
 	EVP_MD_CTX_free(x);
 }
 

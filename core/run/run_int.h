@@ -51,10 +51,7 @@ struct sr__run {
 	sr__mcp_lookups *lookups; /* user MCP hosts being resolved */
 	char *secrets_allow_buf; /* [secrets] allow_hosts, split in place */
 	const char **secrets_allow;
-	int isolate;             /* credentials go to the provider as bindings */
-	struct sr__creds *creds; /* those bindings */
-	char creds_fp[65];       /* their fingerprint */
-	char stored_fp[65];      /* the session's, when resumed */
+	struct sr__creds *creds; /* credentials as bindings, when isolate */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
@@ -68,16 +65,19 @@ struct sr__run {
 	char *sandbox_id, *workspace, *home, *root;
 	char relay_dir[4096], specs[4096];
 	char shim_in_box[4200];  /* the shim uploaded to the sandbox, or "" */
-	char shim_sha[65];       /* the shim's SHA-256, or "" */
-	long long shim_size;
 	json_t *stored_shim;     /* the session's {"sandbox","sha256","path"} */
 	/* run_remote.c's steps. */
 	void (*remote_done)(sr__run *r);
 	int remote_index, remote_mkdir, remote_attempts;
+	int isolate;             /* credentials go to the provider as bindings */
 	char remote_what[4400];
 	char remote_tmp[4300];
+	char creds_fp[65];       /* the bindings' fingerprint */
+	char stored_fp[65];      /* the session's, when resumed */
+	char shim_sha[65];       /* the shim's SHA-256, or "" */
 	char machine[257];
 	size_t machine_len;
+	long long shim_size;
 	json_t *files;           /* harness files still to write */
 	size_t file_index;
 	json_t *env;             /* the adapter's environment */

@@ -19,6 +19,8 @@
  *   4. publish DIR/<id>.res (temporary, then rename: replacing whatever the
  *      sandbox may have planted; the runner never reads response files);
  *   5. remove the claim (and the taken entry, when apart).
+ *   4+5. when the claim holds the request, in one step: the response is
+ *      written into the claim, which is renamed to DIR/<id>.res.
  * A claim found at start belongs to a runner that died between 1 and 5: it
  * is answered with an error and the tool is not run again.
  *
@@ -36,6 +38,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,7 +87,8 @@ struct sr__relay {
 	endpoint *endpoints;
 	void (*event)(void *ud, json_t *event);
 	void *ud;
-	uv_fs_event_t watch;
+	uv_poll_t watch;         /* on watch_fd */
+	int watch_fd;            /* inotify, or -1 */
 	uv_timer_t poll;
 	int watching;
 	int closing;
@@ -320,10 +324,55 @@ static int publish_spare(sr__relay *r, const char *text, size_t len,
 	return e;
 }
 
+/* Publish the response in the claim itself, which holds the request the
+ * runner moved there (claimed and taken in one rename): overwritten with
+ * the response and renamed to DIR/<id>.res, it is published and unclaimed
+ * in one step, with no new inode (making one is the dearest part of a
+ * publication on ext4). Only a regular file with no other link is reused;
+ * the sandbox may still hold it open, but the response is for the sandbox
+ * anyway, and the runner never reads it back. 0: published (the claim is
+ * gone); otherwise the claim is still there (its content no longer
+ * matters: a claim is a name) and the caller publishes the usual way. */
+static int publish_in_claim(sr__relay *r, const char *id, const char *text, size_t len)
+{
+	char claim[4096], final[4096];
+	struct stat st;
+	size_t off = 0;
+	int fd, e = 0;
+
+	path_in(claim, sizeof(claim), r->journal, id, ".claim");
+	fd = open(claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return ENOENT;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return ENOENT;
+	}
+	while (!e && off < len) {
+		ssize_t w = pwrite(fd, text + off, len - off, (off_t)off);
+		if (w < 0 && errno != EINTR)
+			e = errno;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	/* Only a longer request leaves bytes behind to cut. */
+	if (!e && st.st_size > (off_t)len && ftruncate(fd, (off_t)len) != 0)
+		e = errno;
+	if (close(fd) != 0 && !e)
+		e = errno;
+	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
+	if (!e && rename(claim, final) != 0)
+		e = errno;
+	return e;
+}
+
 /* Write DIR/<id>.res by temporary and rename: the spare made ahead, or
  * where there is none, a new one. On failure the errno is in *why
- * (ENOMEM when the response cannot be serialized). */
-static int publish(sr__relay *r, const char *id, json_t *response, int *why)
+ * (ENOMEM when the response cannot be serialized). in_claim: try the
+ * claim first (publish_in_claim); *claimed is then 0 when it went that
+ * way and the claim is gone. */
+static int publish_as(sr__relay *r, const char *id, json_t *response, int in_claim,
+		      int *claimed, int *why)
 {
 	char tmp[4096], final[4096];
 	unsigned char rnd[6] = { 0 };
@@ -332,11 +381,17 @@ static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 	int fd, rc = SR_OK;
 
 	*why = 0;
+	*claimed = 1;
 	if (!text) {
 		*why = ENOMEM;
 		return SR_ENOMEM;
 	}
 	len = strlen(text);
+	if (in_claim && publish_in_claim(r, id, text, len) == 0) {
+		*claimed = 0;
+		free(text);
+		return SR_OK;
+	}
 	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
 	(void)!getrandom(rnd, sizeof(rnd), 0);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
@@ -375,6 +430,13 @@ static int publish(sr__relay *r, const char *id, json_t *response, int *why)
 		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
 	}
 	return rc;
+}
+
+static int publish(sr__relay *r, const char *id, json_t *response, int *why)
+{
+	int claimed;
+
+	return publish_as(r, id, response, 0, &claimed, why);
 }
 
 /* ---------------------------------------------------------- responses */
@@ -575,11 +637,12 @@ static void try_publish(call *c)
 	sr__relay *r = c->r;
 	char msg[300];
 	uint64_t delay;
-	int why;
+	int why, claimed;
 
-	if (publish(r, c->id, c->response, &why) == SR_OK) {
+	if (publish_as(r, c->id, c->response, !r->no_move, &claimed, &why) == SR_OK) {
 		stamp(c, RT_PUBLISHED);
-		unclaim(r, c->id);
+		if (claimed)
+			unclaim(r, c->id);
 		delivered(c, NULL);
 		return;
 	}
@@ -1226,23 +1289,41 @@ static void scan(sr__relay *r)
 	free(names);
 }
 
-static void on_fs_event(uv_fs_event_t *h, const char *filename, int events,
-			int status)
+/* The watch: inotify on the directory for the two events that can bring a
+ * request (a name created in it, a name moved into it) and no others, so
+ * that the runner is not woken by its own takes or by the shim removing
+ * the responses it has read. A lost event (queue overflow) means a scan;
+ * a watch that stops (the directory removed) leaves the poll. */
+static void on_watch(uv_poll_t *h, int status, int events)
 {
 	sr__relay *r = h->data;
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
 
 	(void)events;
-	if (status < 0 || !filename) {
+	if (status < 0) {
 		scan(r);
 		return;
 	}
-	if (is_request_name(filename)) {
-		char path[4096];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/%s", r->dir, filename);
-		if (lstat(path, &st) == 0)
-			take_request(r, filename);
+	while ((n = read(r->watch_fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const void *)p;
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				scan(r);
+			} else if (ev->mask & IN_IGNORED) {
+				sr__log(SR_LOG_WARN, "relay", "%s: the inotify watch stopped; polling "
+					"every %llu ms", r->dir, (unsigned long long)r->poll_ms);
+				r->watching = 0;
+			} else if (ev->len && !r->closing && is_request_name(ev->name)) {
+				/* A name that is gone again (withdrawn at once) is
+				 * found gone by take_request. */
+				take_request(r, ev->name);
+			}
+		}
 	}
+	if (!r->watching && !r->closing && uv_is_active((uv_handle_t *)&r->watch))
+		uv_poll_stop(&r->watch);
 }
 
 static void on_poll(uv_timer_t *t)
@@ -1288,6 +1369,7 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->ud = o->ud;
 	r->trace_fd = sr_timing_open();
 	r->spare_fd = -1;
+	r->watch_fd = -1;
 	make_anchor(r);
 	*out = r;
 	return SR_OK;
@@ -1332,11 +1414,14 @@ int sr__relay_start(sr__relay *r)
 	uv_timer_init(r->ctx->loop, &r->poll);
 	r->poll.data = r;
 	r->open_handles++;
-	rc = uv_fs_event_init(r->ctx->loop, &r->watch);
-	if (rc == 0) {
+	r->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (r->watch_fd < 0 ||
+	    inotify_add_watch(r->watch_fd, r->dir, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
+		rc = uv_translate_sys_error(errno);
+	} else if ((rc = uv_poll_init(r->ctx->loop, &r->watch, r->watch_fd)) == 0) {
 		r->watch.data = r;
 		r->open_handles++;
-		rc = uv_fs_event_start(&r->watch, on_fs_event, r->dir, 0);
+		rc = uv_poll_start(&r->watch, UV_READABLE, on_watch);
 		r->watching = rc == 0;
 	}
 	if (!r->watching)
@@ -1470,6 +1555,8 @@ static void destroy(sr__relay *r)
 	free_endpoints(r);
 	if (r->trace_fd >= 0)
 		close(r->trace_fd);
+	if (r->watch_fd >= 0)
+		close(r->watch_fd); /* after its poll handle is closed */
 	free(r->dir);
 	free(r->journal);
 	free(r);
@@ -1510,7 +1597,7 @@ void sr__relay_free(sr__relay *r)
 	uv_timer_stop(&r->poll);
 	uv_close((uv_handle_t *)&r->poll, on_handle_closed);
 	if (r->open_handles > 1) {
-		uv_fs_event_stop(&r->watch);
+		uv_poll_stop(&r->watch);
 		uv_close((uv_handle_t *)&r->watch, on_handle_closed);
 	}
 }

@@ -81,7 +81,7 @@ refused() { # refused NAME MODEL_URL [ALLOW]
 	[ "$(nsecrets)" = 0 ] && [ "$(nboxes)" = 0 ] && ok "$1: no secret, no sandbox" ||
 		fail "$1: no secret, no sandbox"
 }
-refused "a wildcard host" "https://*.model.test/v1" "*.model.test"
+refused "a wildcard host" "https://*.model.test/v1"
 refused "an IP address" "https://203.0.113.7/v1"
 refused "localhost" "https://localhost/v1"
 refused "http without an exception" "$model"
@@ -145,8 +145,18 @@ grep -qF "$key" "$T/ev" "$T/run.err" "$T/run.out" 2>/dev/null && fail "the key i
 	ok "the run's events and logs do not hold the key"
 curl -s "$admin/egress?sandboxId=$box" >"$T/egress.json"
 grep -qF "$key" "$T/egress.json" && fail "the key is in the proxy's record" || ok "the proxy's record has no value"
-grep_in "the proxy substituted a secret for the model's host" "$T/egress.json" '"host":"api.model.test"'
-grep_in "a secret of sandrun's is bound at create" "$T/emu.log" '"secrets"'
+node -e '
+const log = JSON.parse(require("fs").readFileSync(process.argv[1]));
+const model = log.filter((e) => e.host === "api.model.test" && e.path.startsWith("/v1/messages"));
+const others = log.filter((e) => e.host !== "api.model.test");
+if (!model.length || !model.every((e) => e.secrets.length === 1 && e.secrets[0].startsWith("sandrun_"))) process.exit(1);
+if (others.length < 2 || others.some((e) => e.secrets.length)) process.exit(2);
+' "$T/egress.json" && ok "the proxy substituted sandrun's secret for the model's host, for no other" ||
+	{ fail "the proxy substituted sandrun's secret for the model's host, for no other"; head -c 800 "$T/egress.json"; }
+grep_in "the secret is bound to the sandbox's ANTHROPIC_API_KEY" "$T/box.json" \
+	'"secrets":\[{"env":"ANTHROPIC_API_KEY","secretName":"sandrun_'
+grep -q '"ANTHROPIC_API_KEY":' "$T/box.json" && fail "the key went into the sandbox's env field" ||
+	ok "nothing of the key in the sandbox's env field"
 
 # One binding, one secret, exactly the model's host.
 secrets >"$T/secrets.json"

@@ -18,6 +18,12 @@ export SANDRUN_HARNESS_CLAUDE_INSTALL_DIR="$dir"
 # where install-harness put them, not in an image's /opt/sandrun.
 export SANDRUN_RUNNER_REMOTE_HARNESS_DIR="$SANDRUN_HARNESS_DIR"
 export SANDRUN_RUNNER_PROVIDER=daytona
+# The scripted model listens on http://127.0.0.1: no credential binding
+# may go there, so this test runs without Daytona secrets (the keys go
+# into the sandbox's environment, as on a provider that cannot hide them;
+# tests/e2e/daytona_secrets_test.sh and daytona_isolation_test.sh cover
+# secrets).
+export SANDRUN_PROVIDER_DAYTONA_SECRETS=off
 drive="node $SANDRUN_SRCDIR/tests/e2e/drive.mjs"
 field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
 

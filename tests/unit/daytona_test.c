@@ -4,6 +4,7 @@
  * (/_emulator) injects faults, forces states and counts calls per route.
  * Without node the tests skip, saying why; with CI=true they fail. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include "harness.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
+#include "plugins/provider/daytona/daytona.h"
 
 static char *dir;
 static sr__ctx ctx;
@@ -163,11 +165,12 @@ static void sink(void *ud, json_t *ev)
 	json_array_append(events, ev);
 }
 
-static void start(const char *extra)
+/* A runner context on dir's state with the provider started (the
+ * emulator runs). */
+static void open_ctx(const char *extra)
 {
 	char conf[2048];
 
-	start_emulator();
 	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n"
 		 "[provider.daytona]\napi_url = %s\napi_key = test-key\nrequest_timeout = 2\n%s",
 		 dir, dir, api_url, extra);
@@ -179,6 +182,22 @@ static void start(const char *extra)
 	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "daytona");
 	cr_assert_not_null(p, "daytona provider not found in %s", getenv("SANDRUN_PLUGIN_PATH"));
 	cr_assert_eq(sr__plugin_start(&ctx, p), SR_OK, "%s", t_log_text());
+}
+
+static void start(const char *extra)
+{
+	start_emulator();
+	open_ctx(extra);
+}
+
+/* The runner "crashes": the plugin is unloaded with its operations in
+ * flight (nothing of theirs runs on), and a new runner starts on the same
+ * state. */
+static void crash_and_restart(const char *extra)
+{
+	sr__ctx_cleanup(&ctx);
+	ctx_up = 0;
+	open_ctx(extra);
 }
 
 static void setup(void)
@@ -920,4 +939,867 @@ Test(daytona, input_to_a_command_not_started_yet_is_tried_again)
 	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
 	cr_assert_str_eq(o.buf, "got:y\n");
 	cr_assert_eq(calls("POST /toolbox/{id}/process/session/{sid}/command/{cid}/input"), 3);
+}
+
+/* ------------------------------------------------- secrets: pure parts */
+
+Test(daytona_pure, the_secret_prefix_follows_daytonas_name_rule)
+{
+	cr_assert(dy__prefix_valid("sandrun"));
+	cr_assert(dy__prefix_valid("_team-a_1"));
+	cr_assert_not(dy__prefix_valid(""));
+	cr_assert_not(dy__prefix_valid("9lives"));
+	cr_assert_not(dy__prefix_valid("-x"));
+	cr_assert_not(dy__prefix_valid("a.b"));
+	cr_assert_not(dy__prefix_valid("a b"));
+	cr_assert_not(dy__prefix_valid(NULL));
+}
+
+Test(daytona_pure, a_secret_is_named_prefix_lease_and_number)
+{
+	char buf[64];
+
+	cr_assert_eq(dy__secret_name(buf, sizeof(buf), "sandrun", "0a1b2c3d4e5f6071", 0), 0);
+	cr_assert_str_eq(buf, "sandrun_0a1b2c3d4e5f6071_1");
+	cr_assert_eq(dy__secret_name(buf, sizeof(buf), "p", "ab", 11), 0);
+	cr_assert_str_eq(buf, "p_ab_12");
+	cr_assert_eq(dy__secret_name(buf, 8, "sandrun", "0a1b2c3d4e5f6071", 0), -1);
+}
+
+static int cred_refused(const char *name, int target, const char *value, const char *const *hosts,
+			size_t n_hosts, char *why, size_t n)
+{
+	sr_credential c = { sizeof(c), target, name, value, hosts, n_hosts, "api_key", 1 };
+
+	return dy__cred_check(&c, 0, why, n) != SR_OK;
+}
+
+Test(daytona_pure, a_binding_needs_exactly_one_exact_host)
+{
+	const char *one[] = { "api.anthropic.com" }, *two[] = { "a.example.com", "b.example.com" };
+	const char *wild[] = { "*.anthropic.com" }, *port[] = { "api.anthropic.com:443" };
+	const char *upper[] = { "API.anthropic.com" }, *empty_label[] = { "api..com" };
+	const char *dash[] = { "api-.example.com" }, *slash[] = { "api.example.com/v1" };
+	char why[512];
+
+	cr_assert_not(cred_refused("K", SR_CRED_ENV, "v", one, 1, why, sizeof(why)), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", two, 2, why, sizeof(why)));
+	cr_assert(strstr(why, "'K': 2 hosts given") && strstr(why, "exactly one host"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", NULL, 0, why, sizeof(why)));
+	cr_assert(strstr(why, "0 hosts given"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", wild, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "'*.anthropic.com' is a wildcard"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", port, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "has a port"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", upper, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "not lower case"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", empty_label, 1, why, sizeof(why)));
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", dash, 1, why, sizeof(why)));
+	cr_assert(cred_refused("K", SR_CRED_ENV, "v", slash, 1, why, sizeof(why)));
+}
+
+Test(daytona_pure, a_binding_needs_a_valid_name_and_a_value)
+{
+	const char *one[] = { "api.example.com" };
+	char why[512];
+
+	cr_assert(cred_refused("1KEY", SR_CRED_ENV, "v", one, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "'1KEY': not an environment variable name"), "%s", why);
+	cr_assert(cred_refused("K", SR_CRED_ENV, "", one, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "'K': no value"), "%s", why);
+	cr_assert(cred_refused("Authorization", SR_CRED_HEADER, "v", one, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "<mcp server>/<header name>"), "%s", why);
+	cr_assert_not(cred_refused("docs/X-Api-Key", SR_CRED_HEADER, "v", one, 1, why, sizeof(why)),
+		      "%s", why);
+	cr_assert(cred_refused("K", 7, "v", one, 1, why, sizeof(why)));
+	cr_assert(strstr(why, "unknown target"), "%s", why);
+	cr_assert_neq(dy__cred_check(NULL, 3, why, sizeof(why)), SR_OK);
+	cr_assert(strstr(why, "binding 3"), "%s", why);
+}
+
+static int record_refused(const char *json, char *why, size_t n)
+{
+	json_t *rec = json_loads(json, 0, NULL);
+	int rc = dy__secret_check(rec, "sandrun_ab_1", "api.example.com", "dtn_secret_", why, n);
+
+	json_decref(rec);
+	return rc != SR_OK;
+}
+
+Test(daytona_pure, the_secret_daytona_returns_is_checked)
+{
+	char why[512];
+
+	cr_assert_not(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				     "[\"api.example.com\"],\"placeholder\":\"dtn_secret_00ff\"}",
+				     why, sizeof(why)), "%s", why);
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				 "[\"api.example.com\",\"evil.example\"],\"placeholder\":"
+				 "\"dtn_secret_00ff\"}", why, sizeof(why)));
+	cr_assert(strstr(why, "not exactly [\"api.example.com\"]"), "%s", why);
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":[],"
+				 "\"placeholder\":\"dtn_secret_00ff\"}", why, sizeof(why)));
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				 "[\"*.example.com\"],\"placeholder\":\"dtn_secret_00ff\"}",
+				 why, sizeof(why)));
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				 "[\"api.example.com\"],\"placeholder\":\"sk-real-value\"}",
+				 why, sizeof(why)));
+	cr_assert(strstr(why, "placeholder does not start with 'dtn_secret_'"), "%s", why);
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				 "[\"api.example.com\"],\"placeholder\":\"dtn_secret_\"}",
+				 why, sizeof(why)));
+	cr_assert(record_refused("{\"id\":\"s-1\",\"name\":\"other\",\"hosts\":"
+				 "[\"api.example.com\"],\"placeholder\":\"dtn_secret_1\"}",
+				 why, sizeof(why)));
+	cr_assert(strstr(why, "names secret 'other'"), "%s", why);
+	cr_assert(record_refused("{\"id\":\"../x\",\"name\":\"sandrun_ab_1\",\"hosts\":"
+				 "[\"api.example.com\"],\"placeholder\":\"dtn_secret_1\"}",
+				 why, sizeof(why)));
+	cr_assert(strstr(why, "no valid secret id"), "%s", why);
+}
+
+Test(daytona_pure, a_lease_names_its_planned_secrets_and_gives_the_created_placeholders)
+{
+	json_t *lease = dy__lease_new("0a1b", "sandrun", "runner-1", NULL, 1700000000), *ph, *back;
+	char *text, why[256];
+
+	cr_assert_not_null(lease);
+	cr_assert_eq(dy__lease_plan(lease, "sandrun_0a1b_1", "ANTHROPIC_API_KEY", 0,
+				    "ANTHROPIC_API_KEY", "api.anthropic.com"), SR_OK);
+	cr_assert_eq(dy__lease_plan(lease, "sandrun_0a1b_2", "docs/Authorization", 1,
+				    "SANDRUN_SECRET_2", "mcp.docs.example"), SR_OK);
+	cr_assert_str_eq(dy__lease_str(lease, "state"), "creating");
+	cr_assert(json_is_null(json_object_get(lease, "sandbox")));
+	cr_assert_str_eq(dy__lease_str(dy__lease_secret(lease, "sandrun_0a1b_2"), "target"),
+			 "header");
+	cr_assert_str_eq(dy__lease_str(dy__lease_secret(lease, "sandrun_0a1b_1"), "state"),
+			 "planned");
+	cr_assert_null(dy__lease_secret(lease, "sandrun_0a1b_3"));
+	/* Only created secrets have placeholders to give. */
+	ph = dy__lease_placeholders(lease);
+	cr_assert_eq(json_object_size(ph), 0);
+	json_decref(ph);
+	json_object_set_new(dy__lease_secret(lease, "sandrun_0a1b_2"), "state",
+			    json_string("created"));
+	json_object_set_new(dy__lease_secret(lease, "sandrun_0a1b_2"), "placeholder",
+			    json_string("dtn_secret_42"));
+	ph = dy__lease_placeholders(lease);
+	cr_assert_str_eq(json_string_value(json_object_get(ph, "docs/Authorization")),
+			 "dtn_secret_42");
+	cr_assert_eq(json_object_size(ph), 1);
+	json_decref(ph);
+	/* It round-trips through its text. */
+	text = json_dumps(lease, JSON_COMPACT);
+	cr_assert_eq(dy__lease_parse(text, strlen(text), &back, why, sizeof(why)), SR_OK, "%s", why);
+	cr_assert(json_equal(back, lease));
+	json_decref(back);
+	free(text);
+	json_decref(lease);
+}
+
+Test(daytona_pure, a_lease_naming_a_secret_it_did_not_make_is_refused)
+{
+	const char *foreign = "{\"v\":1,\"id\":\"0a1b\",\"prefix\":\"sandrun\",\"state\":"
+			      "\"active\",\"created\":1,\"secrets\":[{\"name\":\"team_secret\","
+			      "\"state\":\"created\",\"id\":\"x\"}]}";
+	const char *other_lease = "{\"v\":1,\"id\":\"0a1b\",\"prefix\":\"sandrun\",\"state\":"
+				  "\"active\",\"created\":1,\"secrets\":[{\"name\":"
+				  "\"sandrun_ffff_1\",\"state\":\"created\"}]}";
+	const char *v2 = "{\"v\":2,\"id\":\"0a1b\",\"prefix\":\"sandrun\",\"state\":\"active\","
+			 "\"created\":1,\"secrets\":[]}";
+	json_t *l;
+	char why[256];
+
+	cr_assert_eq(dy__lease_parse(foreign, strlen(foreign), &l, why, sizeof(why)), SR_EPROTO);
+	cr_assert_null(l);
+	cr_assert(strstr(why, "sandrun_0a1b_"), "%s", why);
+	cr_assert_eq(dy__lease_parse(other_lease, strlen(other_lease), &l, why, sizeof(why)),
+		     SR_EPROTO);
+	cr_assert_eq(dy__lease_parse(v2, strlen(v2), &l, why, sizeof(why)), SR_EPROTO);
+	cr_assert_eq(dy__lease_parse("[]", 2, &l, why, sizeof(why)), SR_EPROTO);
+}
+
+/* ------------------------------------------- secrets: on the emulator */
+
+static const char *const key_host[] = { "api.anthropic.test" };
+static const char *const docs_host[] = { "mcp.docs.test" };
+static const sr_credential cred_key = { sizeof(sr_credential), SR_CRED_ENV, "ANTHROPIC_API_KEY",
+					"sk-ant-value-one", key_host, 1, "api_key", 1 };
+static const sr_credential cred_hdr = { sizeof(sr_credential), SR_CRED_HEADER,
+					"docs/Authorization", "Bearer docs-value-two", docs_host,
+					1, "bearer", 1 };
+static const sr_credential *const two_creds[] = { &cred_key, &cred_hdr };
+static const sr_pair runner_label[] = { { "sandrun.runner", "runner-1" } };
+
+static void create_secrets_async(uint64_t req)
+{
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, two_creds, 2, NULL, runner_label, 1 };
+
+	reset();
+	cr_assert_eq(sr__provider_create(p, req, &spec, sr__wait_done, &w), SR_OK);
+}
+
+static char *create_secrets(void)
+{
+	static char id[128];
+	json_t *j;
+
+	create_secrets_async(sr__next_req());
+	wait_ok("create with secrets");
+	j = json_loads(w.json, 0, NULL);
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+	return id;
+}
+
+/* The organization's secrets as the emulator lists them (new array). */
+static json_t *emu_secrets(void)
+{
+	static char body[1 << 18];
+	json_t *j;
+
+	cr_assert_eq(admin("GET", "/api/secret", NULL, body, sizeof(body)), 200);
+	j = json_loads(body, 0, NULL);
+	cr_assert(json_is_array(j), "%s", body);
+	return j;
+}
+
+/* How many secrets are named with this prefix ("" for all). */
+static size_t secrets_named(const char *prefix)
+{
+	json_t *all = emu_secrets(), *s;
+	size_t i, n = 0;
+
+	json_array_foreach(all, i, s)
+		n += strncmp(json_string_value(json_object_get(s, "name")), prefix,
+			     strlen(prefix)) == 0;
+	json_decref(all);
+	return n;
+}
+
+static void seed_secret(const char *name)
+{
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"name\":\"%s\",\"value\":\"theirs\",\"hosts\":"
+		 "[\"api.other.test\"]}", name);
+	cr_assert_eq(admin("POST", "/api/secret", body, NULL, 0), 201);
+}
+
+/* The plugin's lease records (new object: key -> record). */
+static json_t *leases(void)
+{
+	char path[4096], file[4400];
+	json_t *all = json_object();
+	struct dirent *e;
+	DIR *dp;
+
+	snprintf(path, sizeof(path), "%s/state/plugins/provider.daytona/kv", dir);
+	if (!(dp = opendir(path)))
+		return all;
+	while ((e = readdir(dp))) {
+		if (strncmp(e->d_name, "lease.", 6) != 0)
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+		json_object_set_new(all, e->d_name, json_load_file(file, 0, NULL));
+	}
+	closedir(dp);
+	return all;
+}
+
+static json_t *only_lease(void)
+{
+	json_t *all = leases(), *l = NULL, *v;
+	const char *k;
+
+	cr_assert_eq(json_object_size(all), 1, "%s", json_dumps(all, 0));
+	json_object_foreach(all, k, v)
+		l = json_incref(v);
+	json_decref(all);
+	return l;
+}
+
+static size_t n_leases(void)
+{
+	json_t *all = leases();
+	size_t n = json_object_size(all);
+
+	json_decref(all);
+	return n;
+}
+
+static json_t *maintain(const char *params)
+{
+	json_t *j;
+
+	reset();
+	cr_assert_eq(sr__provider_maintain(p, sr__next_req(), params, sr__wait_done, &w), SR_OK);
+	wait_ok("maintain");
+	j = json_loads(w.json, 0, NULL);
+	cr_assert(json_is_array(json_object_get(j, "items")), "%s", w.json);
+	return j;
+}
+
+/* How many items of the report have this kind and action. */
+static size_t items(json_t *report, const char *kind, const char *action)
+{
+	json_t *it;
+	size_t i, n = 0;
+
+	json_array_foreach(json_object_get(report, "items"), i, it)
+		n += strcmp(json_string_value(json_object_get(it, "kind")), kind) == 0 &&
+		     strcmp(json_string_value(json_object_get(it, "action")), action) == 0;
+	return n;
+}
+
+static int item_named(json_t *report, const char *name, const char *action)
+{
+	json_t *it;
+	size_t i;
+
+	json_array_foreach(json_object_get(report, "items"), i, it)
+		if (strcmp(json_string_value(json_object_get(it, "name")), name) == 0 &&
+		    strcmp(json_string_value(json_object_get(it, "action")), action) == 0)
+			return 1;
+	return 0;
+}
+
+static void wait_box_gone(const char *id)
+{
+	for (int i = 0; i < 200 && *emu_state(id); i++)
+		usleep(20000);
+	cr_assert_str_eq(emu_state(id), "", "sandbox %s is still there", id);
+}
+
+Test(daytona, create_with_bindings_makes_one_secret_each_linked_and_never_in_env)
+{
+	const char *argv[] = { "sh", "-c", "echo \"k=$ANTHROPIC_API_KEY h=$SANDRUN_SECRET_2\"",
+			       NULL };
+	sr_exec_spec xs = { sizeof(xs), argv, NULL, 0, NULL, NULL, 0 };
+	json_t *res, *ph, *all, *lease, *rec, *links, *s;
+	char path[256], body[65536], expect[512];
+	const char *lease_id, *ph_key, *ph_hdr;
+	out o = { 0 };
+	char *id;
+	size_t i;
+
+	start("");
+	cr_assert(sr__provider_capabilities(p) & SR_CAP_ISOLATED_SECRETS);
+	id = create_secrets();
+	res = json_loads(w.json, 0, NULL);
+	ph = json_object_get(res, "placeholders");
+	ph_key = json_string_value(json_object_get(ph, "ANTHROPIC_API_KEY"));
+	ph_hdr = json_string_value(json_object_get(ph, "docs/Authorization"));
+	cr_assert(ph_key && ph_hdr && strncmp(ph_key, "dtn_secret_", 11) == 0 &&
+		  strncmp(ph_hdr, "dtn_secret_", 11) == 0, "%s", w.json);
+	/* One secret per binding, each with exactly its one host. */
+	lease = only_lease();
+	lease_id = json_string_value(json_object_get(lease, "id"));
+	cr_assert_str_eq(json_string_value(json_object_get(lease, "state")), "active");
+	cr_assert_str_eq(json_string_value(json_object_get(lease, "sandbox")), id);
+	cr_assert(json_is_null(json_object_get(lease, "owner")), "the finished create still owns it");
+	all = emu_secrets();
+	cr_assert_eq(json_array_size(all), 2, "%s", json_dumps(all, 0));
+	json_array_foreach(all, i, s) {
+		char name[96];
+		json_t *l = dy__lease_secret(lease, json_string_value(json_object_get(s, "name")));
+		snprintf(name, sizeof(name), "sandrun_%s_%zu", lease_id, i + 1);
+		cr_assert_str_eq(json_string_value(json_object_get(s, "name")), name);
+		cr_assert_eq(json_array_size(json_object_get(s, "hosts")), 1);
+		cr_assert_str_eq(json_string_value(json_array_get(json_object_get(s, "hosts"), 0)),
+				 i == 0 ? "api.anthropic.test" : "mcp.docs.test");
+		cr_assert(strstr(json_string_value(json_object_get(s, "description")), lease_id));
+		cr_assert_str_eq(json_string_value(json_object_get(l, "state")), "created");
+		cr_assert_str_eq(json_string_value(json_object_get(l, "id")),
+				 json_string_value(json_object_get(s, "id")));
+		cr_assert_str_eq(json_string_value(json_object_get(s, "placeholder")),
+				 i == 0 ? ph_key : ph_hdr);
+	}
+	json_decref(all);
+	/* Linked through the sandbox's secrets, never its env; labelled. */
+	snprintf(path, sizeof(path), "/_emulator/sandbox/%s", id);
+	cr_assert_eq(admin("GET", path, NULL, body, sizeof(body)), 200);
+	rec = json_loads(body, 0, NULL);
+	links = json_object_get(rec, "secrets");
+	cr_assert_eq(json_array_size(links), 2, "%s", body);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(links, 0), "env")),
+			 "ANTHROPIC_API_KEY");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(links, 1), "env")),
+			 "SANDRUN_SECRET_2");
+	cr_assert(strstr(json_string_value(json_object_get(json_array_get(links, 1),
+							    "secretName")), lease_id));
+	cr_assert_null(json_object_get(json_object_get(rec, "env"), "ANTHROPIC_API_KEY"), "%s", body);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(rec, "labels"),
+							   "sandrun.lease")), lease_id);
+	cr_assert(!strstr(body, "sk-ant-value-one") && !strstr(body, "docs-value-two"), "%s", body);
+	json_decref(rec);
+	/* The sandbox's processes see the placeholders. */
+	cr_assert_eq(sr__provider_exec(p, 31, id, &xs, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	snprintf(expect, sizeof(expect), "k=%s h=%s\n", ph_key, ph_hdr);
+	cr_assert_str_eq(o.buf, expect);
+	/* The values never reach the log. */
+	cr_assert(!strstr(t_log_text(), "sk-ant-value-one") &&
+		  !strstr(t_log_text(), "docs-value-two"), "%s", t_log_text());
+	/* reconnect gives the same placeholders, from the lease. */
+	reset();
+	sr__provider_reconnect(p, 32, id, NULL, sr__wait_done, &w);
+	wait_ok("reconnect");
+	rec = json_loads(w.json, 0, NULL);
+	cr_assert(json_equal(json_object_get(rec, "placeholders"), ph), "%s", w.json);
+	json_decref(rec);
+	json_decref(lease);
+	json_decref(res);
+}
+
+Test(daytona, destroy_deletes_the_sandbox_first_then_its_secrets_and_lease)
+{
+	json_t *res;
+	char *id;
+
+	start("destroy_timeout = 1\n");
+	id = create_secrets();
+	/* The sandbox's deletion fails: its secrets and lease stay. */
+	fault("DELETE /api/sandbox/{id}", 500, -1, 0);
+	reset();
+	sr__provider_destroy(p, 40, id, sr__wait_done, &w);
+	d_wait();
+	cr_assert_neq(w.status, SR_OK);
+	cr_assert_eq(secrets_named("sandrun_"), 2, "secrets went before their sandbox");
+	cr_assert_eq(n_leases(), 1);
+	cr_assert_eq(calls("DELETE /api/secret/{id}"), 0);
+	admin("DELETE", "/_emulator/faults", NULL, NULL, 0);
+	reset();
+	sr__provider_destroy(p, 41, id, sr__wait_done, &w);
+	wait_ok("destroy");
+	res = json_loads(w.json, 0, NULL);
+	cr_assert_null(json_object_get(res, "cleanup_pending"), "%s", w.json);
+	json_decref(res);
+	cr_assert_str_eq(emu_state(id), "");
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(calls("DELETE /api/secret/{id}"), 2);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_failed_second_secret_deletes_the_first_and_leaves_no_lease)
+{
+	start("");
+	/* The first secret creation passes, the second fails. */
+	cr_assert_eq(admin("POST", "/_emulator/faults", "{\"route\":\"POST /api/secret\","
+			   "\"status\":500,\"count\":1,\"after\":1}", NULL, 0), 200);
+	create_secrets_async(50);
+	d_wait();
+	cr_assert_eq(w.status, SR_EHTTP, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "credential binding 'docs/Authorization'") &&
+		  strstr(w.message, "HTTP 500") && strstr(w.message, "1 secret(s) created for it "
+							   "were deleted"), "%s", w.message);
+	cr_assert_eq(calls("POST /api/secret"), 2);
+	cr_assert_eq(secrets_named(""), 0, "the first secret is left");
+	cr_assert_eq(calls("POST /api/sandbox"), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_failed_sandbox_create_deletes_the_secrets_newest_first)
+{
+	start("");
+	fault("POST /api/sandbox", 400, 1, 0);
+	create_secrets_async(51);
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "POST /api/sandbox: HTTP 400") &&
+		  strstr(w.message, "2 secret(s)"), "%s", w.message);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+	/* A 503: the sandbox may exist; looked up by its lease label, none. */
+	reset_calls();
+	fault("POST /api/sandbox", 503, 1, 0);
+	create_secrets_async(52);
+	d_wait();
+	cr_assert_eq(w.status, SR_EHTTP, "%d %s", w.status, w.message);
+	cr_assert_eq(calls("GET /api/sandbox"), 1, "no lookup by label");
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_secret_not_as_asked_is_deleted_and_the_create_fails)
+{
+	/* The emulator's placeholders start with dtn_secret_, not with this. */
+	start("placeholder_prefix = pfx_\n");
+	create_secrets_async(53);
+	d_wait();
+	cr_assert_eq(w.status, SR_EPROTO, "%d %s", w.status, w.message);
+	cr_assert(strstr(w.message, "placeholder does not start with 'pfx_'") &&
+		  strstr(w.message, "deleted"), "%s", w.message);
+	cr_assert_eq(calls("POST /api/secret"), 1);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_binding_breaking_the_host_rule_is_refused_before_anything_exists)
+{
+	const char *wild[] = { "*.anthropic.test" };
+	sr_credential bad = { sizeof(bad), SR_CRED_ENV, "ANTHROPIC_API_KEY", "sk-ant-value-three",
+			      wild, 1, "api_key", 1 };
+	const sr_credential *creds[] = { &cred_key, &bad };
+	sr_pair env[] = { { "ANTHROPIC_API_KEY", "plain" } };
+	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, creds, 2, NULL, NULL, 0 };
+
+	start("");
+	reset();
+	cr_assert_eq(sr__provider_create(p, 54, &spec, sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "'*.anthropic.test' is a wildcard"), "%s", w.message);
+	/* A binding's variable given as plain env too. */
+	spec.credentials = creds;
+	spec.n_credentials = 1;
+	spec.env = env;
+	spec.n_env = 1;
+	reset();
+	cr_assert_eq(sr__provider_create(p, 55, &spec, sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "'ANTHROPIC_API_KEY' is also a credential binding"), "%s",
+		  w.message);
+	cr_assert_eq(calls("POST /api/secret"), 0);
+	cr_assert_eq(calls("POST /api/sandbox"), 0);
+	cr_assert_eq(n_leases(), 0);
+	cr_assert(!strstr(t_log_text(), "sk-ant-value-three"), "%s", t_log_text());
+}
+
+Test(daytona, secrets_off_means_no_isolation_and_bindings_are_refused)
+{
+	start("secrets = off\n");
+	cr_assert_not(sr__provider_capabilities(p) & SR_CAP_ISOLATED_SECRETS);
+	create_secrets_async(56);
+	d_wait();
+	cr_assert_eq(w.status, SR_EUNSUPPORTED);
+	cr_assert(strstr(w.message, "secrets = off"), "%s", w.message);
+	cr_assert_eq(calls("POST /api/secret"), 0);
+	/* Nothing to maintain: the secret API is not even asked. */
+	json_decref(maintain("{\"grace_s\":0}"));
+	cr_assert_eq(calls("GET /api/secret/paginated") + calls("GET /api/secret"), 0);
+}
+
+Test(daytona, a_bad_secret_prefix_is_a_configuration_error)
+{
+	char conf[1024];
+
+	start_emulator();
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s/none\n"
+		 "[provider.daytona]\napi_url = %s\napi_key = test-key\nsecret_prefix = 9lives\n",
+		 dir, dir, api_url);
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
+		     SR_OK);
+	ctx_up = 1;
+	p = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "daytona");
+	cr_assert_neq(sr__plugin_start(&ctx, p), SR_OK);
+	cr_assert(strstr(t_log_text(), "secret_prefix") && strstr(t_log_text(), "9lives"), "%s",
+		  t_log_text());
+}
+
+Test(daytona, maintain_after_a_crash_before_the_sandbox_cleans_up_and_spares_foreign_secrets)
+{
+	json_t *r;
+
+	start("");
+	seed_secret("sandrun_someone_else_1");
+	seed_secret("team_secret");
+	/* POST /sandbox hangs, then fails; the runner dies meanwhile. */
+	fault("POST /api/sandbox", 500, 1, 1500);
+	create_secrets_async(60);
+	RUN_UNTIL(calls("POST /api/sandbox") >= 1, 5000);
+	cr_assert_eq(secrets_named("sandrun_"), 3);
+	crash_and_restart("");
+	usleep(1600 * 1000);
+	cr_assert_eq(n_leases(), 1);
+	/* A dry run says what it would do and changes nothing. */
+	r = maintain("{\"dry_run\":true,\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "would_delete"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "would_delete"), 1, "%s", w.json);
+	cr_assert(item_named(r, "sandrun_someone_else_1", "foreign"), "%s", w.json);
+	cr_assert(!strstr(w.json, "team_secret"), "a secret without the prefix is reported: %s",
+		  w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named("sandrun_"), 3);
+	cr_assert_eq(n_leases(), 1);
+	/* Younger than the grace period: kept. */
+	r = maintain("{\"grace_s\":3600}");
+	cr_assert_eq(items(r, "lease", "kept"), 1, "%s", w.json);
+	cr_assert(strstr(w.json, "younger than the grace period"), "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named("sandrun_"), 3);
+	/* Past it: the secrets and the lease go, the foreign ones stay. */
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "deleted"), 1, "%s", w.json);
+	cr_assert_eq(items(r, "secret", "foreign"), 1, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(n_leases(), 0);
+	cr_assert_eq(secrets_named("sandrun_"), 1);
+	cr_assert_eq(secrets_named("sandrun_someone_else_1"), 1);
+	cr_assert_eq(secrets_named("team_secret"), 1);
+	/* Again: nothing left of ours; the foreign one still untouched. */
+	reset_calls();
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(json_array_size(json_object_get(r, "items")), 1, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(calls("DELETE /api/secret/{id}"), 0);
+}
+
+Test(daytona, maintain_finds_a_secret_created_just_before_a_crash_by_its_name)
+{
+	json_t *r, *lease;
+
+	start("");
+	/* The first POST /secret is slow; Daytona makes the secret, and the
+	 * runner dies before it reads the answer (the loop does not run). */
+	fault("POST /api/secret", 0, 1, 300);
+	create_secrets_async(61);
+	RUN_UNTIL(calls("POST /api/secret") >= 1, 5000);
+	for (int i = 0; i < 100 && secrets_named("sandrun_") < 1; i++)
+		usleep(20000);
+	cr_assert_eq(secrets_named("sandrun_"), 1);
+	crash_and_restart("");
+	lease = only_lease();
+	cr_assert_str_eq(json_string_value(json_object_get(
+		json_array_get(json_object_get(lease, "secrets"), 0), "state")), "planned");
+	json_decref(lease);
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "deleted"), 1, "%s", w.json);
+	cr_assert_eq(items(r, "secret", "foreign"), 0, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, a_cancelled_create_leaves_its_lease_to_maintain)
+{
+	json_t *r, *lease;
+
+	start("");
+	fault("POST /api/sandbox", 0, 1, 1500);
+	create_secrets_async(66);
+	RUN_UNTIL(calls("POST /api/sandbox") >= 1, 5000);
+	cr_assert_eq(sr__provider_cancel(p, 66), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_ECANCELED);
+	lease = only_lease();
+	cr_assert(json_is_null(json_object_get(lease, "owner")), "the cancelled create still owns "
+		  "its lease: %s", json_dumps(lease, 0));
+	json_decref(lease);
+	usleep(1600 * 1000); /* the abandoned POST /sandbox ends (no sandbox) */
+	cr_assert_eq(secrets_named("sandrun_"), 2);
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "deleted"), 1, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, maintain_keeps_a_lease_while_its_sandbox_exists_even_stopped)
+{
+	char path[256];
+	json_t *r;
+	char *id;
+
+	start("");
+	id = create_secrets();
+	reset();
+	sr__provider_park(p, 62, id, SR_PARK_STOPPED, sr__wait_done, &w);
+	wait_ok("park");
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "lease", "kept"), 1, "%s", w.json);
+	cr_assert_eq(items(r, "secret", "kept"), 2, "%s", w.json);
+	cr_assert(strstr(w.json, "state 'stopped'"), "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named("sandrun_"), 2);
+	/* Deleted behind the runner's back: the next maintain cleans up. */
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	cr_assert_eq(admin("DELETE", path, NULL, NULL, 0), 200);
+	wait_box_gone(id);
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+/* Whether a sandbox labelled sandrun.lease exists (asked without the loop). */
+static int box_labelled_with_a_lease(void)
+{
+	char body[65536];
+
+	return admin("GET", "/api/sandbox", NULL, body, sizeof(body)) == 200 &&
+	       strstr(body, "\"sandrun.lease\"") != NULL;
+}
+
+Test(daytona, a_crash_after_the_sandbox_exists_leaves_a_lease_its_label_names)
+{
+	json_t *r, *lease, *list;
+	const char *box;
+
+	start("");
+	/* POST /sandbox is slow and succeeds; the runner dies meanwhile, so
+	 * the lease never learns the sandbox's id. */
+	fault("POST /api/sandbox", 0, 1, 300);
+	create_secrets_async(63);
+	RUN_UNTIL(calls("POST /api/sandbox") >= 1, 5000);
+	for (int i = 0; i < 100 && !box_labelled_with_a_lease(); i++)
+		usleep(20000);
+	cr_assert(box_labelled_with_a_lease(), "the emulator made no sandbox");
+	crash_and_restart("");
+	lease = only_lease();
+	cr_assert(json_is_null(json_object_get(lease, "sandbox")));
+	json_decref(lease);
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "lease", "kept"), 1, "the sandbox was not found by its label: %s",
+		     w.json);
+	json_decref(r);
+	lease = only_lease();
+	box = json_string_value(json_object_get(lease, "sandbox"));
+	cr_assert_not_null(box, "maintain did not record the sandbox it found");
+	/* Destroying it (as the janitor does) releases its secrets. */
+	reset();
+	sr__provider_destroy(p, 64, box, sr__wait_done, &w);
+	wait_ok("destroy");
+	json_decref(lease);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+	reset();
+	cr_assert_eq(sr__provider_list(p, 65, NULL, 0, sr__wait_done, &w), SR_OK);
+	wait_ok("list");
+	list = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(list), 0, "%s", w.json);
+	json_decref(list);
+}
+
+static int has_event(const char *type)
+{
+	json_t *ev;
+	size_t i;
+
+	json_array_foreach(events, i, ev)
+		if (strcmp(json_string_value(json_object_get(ev, "type")), type) == 0)
+			return 1;
+	return 0;
+}
+
+Test(daytona, a_failed_secret_deletion_is_reported_and_retried_on_the_loop)
+{
+	json_t *res, *lease;
+	char *id;
+
+	start("");
+	id = create_secrets();
+	fault("DELETE /api/secret/{id}", 500, 2, 0);
+	reset();
+	sr__provider_destroy(p, 70, id, sr__wait_done, &w);
+	wait_ok("destroy");
+	res = json_loads(w.json, 0, NULL);
+	cr_assert_eq(json_array_size(json_object_get(res, "cleanup_pending")), 2, "%s", w.json);
+	json_decref(res);
+	cr_assert(has_event("cleanup_pending"), "%s", json_dumps(events, 0));
+	lease = only_lease();
+	cr_assert_str_eq(json_string_value(json_object_get(lease, "state")), "cleanup_pending");
+	cr_assert(strstr(json_string_value(json_object_get(lease, "error")), "HTTP 500"));
+	json_decref(lease);
+	cr_assert_eq(secrets_named("sandrun_"), 2);
+	/* The retry, on the loop, a backoff later. */
+	RUN_UNTIL(n_leases() == 0, 10000);
+	cr_assert_eq(n_leases(), 0, "not retried");
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(calls("DELETE /api/secret/{id}"), 4);
+}
+
+Test(daytona, maintain_retries_a_pending_cleanup_until_it_is_done)
+{
+	json_t *r;
+	char *id;
+
+	start("");
+	id = create_secrets();
+	fault("DELETE /api/secret/{id}", 500, -1, 0);
+	reset();
+	sr__provider_destroy(p, 71, id, sr__wait_done, &w);
+	wait_ok("destroy");
+	r = maintain("{\"grace_s\":3600,\"dry_run\":true}");
+	cr_assert_eq(items(r, "lease", "pending"), 1, "%s", w.json);
+	json_decref(r);
+	r = maintain("{\"grace_s\":3600}");
+	cr_assert_eq(items(r, "secret", "pending"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "pending"), 1, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named("sandrun_"), 2);
+	admin("DELETE", "/_emulator/faults", NULL, NULL, 0);
+	r = maintain("{\"grace_s\":3600}");
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	cr_assert_eq(items(r, "lease", "deleted"), 1, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, two_maintains_at_once_delete_each_secret_once)
+{
+	sr__wait w2 = { 0 };
+	char path[256];
+	char *id;
+
+	start("");
+	id = create_secrets();
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	cr_assert_eq(admin("DELETE", path, NULL, NULL, 0), 200);
+	wait_box_gone(id);
+	reset_calls();
+	reset();
+	cr_assert_eq(sr__provider_maintain(p, 80, "{\"grace_s\":0}", sr__wait_done, &w), SR_OK);
+	cr_assert_eq(sr__provider_maintain(p, 81, "{\"grace_s\":0}", sr__wait_done, &w2), SR_OK);
+	RUN_UNTIL(w.done && w2.done, 20000);
+	cr_assert(w.done && w2.done);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_eq(w2.status, SR_OK, "%s", w2.message);
+	cr_assert(!strstr(w.json, "\"failed\"") && !strstr(w2.json, "\"failed\""), "%s / %s",
+		  w.json, w2.json);
+	cr_assert_eq(calls("DELETE /api/secret/{id}"), 2);
+	cr_assert_eq(secrets_named(""), 0);
+	cr_assert_eq(n_leases(), 0);
+	sr__wait_clear(&w2);
+}
+
+Test(daytona, maintain_reads_every_page_of_the_organizations_secrets)
+{
+	char path[256], name[64];
+	json_t *r;
+	char *id;
+
+	start("");
+	for (int i = 0; i < 150; i++) {
+		snprintf(name, sizeof(name), "sandrun_other_%d", i);
+		seed_secret(name);
+	}
+	id = create_secrets();
+	snprintf(path, sizeof(path), "/api/sandbox/%s", id);
+	cr_assert_eq(admin("DELETE", path, NULL, NULL, 0), 200);
+	wait_box_gone(id);
+	reset_calls();
+	r = maintain("{\"grace_s\":0}");
+	cr_assert_eq(items(r, "secret", "foreign"), 150, "%s", w.json);
+	cr_assert_eq(items(r, "secret", "deleted"), 2, "%s", w.json);
+	json_decref(r);
+	cr_assert_eq(calls("GET /api/secret/paginated"), 2);
+	cr_assert_eq(secrets_named("sandrun_other_"), 150);
+	cr_assert_eq(n_leases(), 0);
+}
+
+Test(daytona, maintain_refuses_bad_params_clearly)
+{
+	start("");
+	reset();
+	cr_assert_eq(sr__provider_maintain(p, 90, "{\"grace_s\":-1}", sr__wait_done, &w), SR_OK);
+	d_wait();
+	cr_assert_eq(w.status, SR_EINVAL);
+	cr_assert(strstr(w.message, "grace_s") && strstr(w.message, "-1"), "%s", w.message);
 }

@@ -947,3 +947,61 @@ Test(relay, a_journal_on_another_file_system_claims_and_takes_apart)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", journal);
 	cr_assert_eq(system(cmd), 0);
 }
+
+static ino_t inode_of(const char *dir_, const char *name)
+{
+	char path[4400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir_, name);
+	return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* The response is written into the claim, which holds the request, and
+ * renamed into place: published and unclaimed in one step, with no new
+ * file made for it. */
+Test(relay, the_response_reuses_the_claimed_request_file)
+{
+	char path[4400];
+	json_t *res;
+	ino_t req;
+
+	start_relay(SR_ASK_WAIT);
+	request("r1", "echo", "{\"text\":\"in place\"}");
+	req = inode_of(relay_dir, "r1.req");
+	cr_assert_neq(req, 0);
+	snprintf(path, sizeof(path), "%s/r1.res", relay_dir);
+	for (int waited = 0; access(path, F_OK) != 0 && waited < 10000; waited += 10)
+		run_for(10);
+	cr_assert_eq(inode_of(relay_dir, "r1.res"), req, "the response is another file");
+	res = response("r1");
+	cr_assert_str_eq(first_text(res), "in place", "the request's bytes were left in it");
+	cr_assert_eq(count_files(journal, ".claim"), 0);
+	json_decref(res);
+}
+
+/* A request file with another link (planted by the sandbox, pointing at
+ * a file of its choosing) is never written: the response is a new file,
+ * and the other name keeps its content. */
+Test(relay, a_request_with_another_link_is_never_overwritten)
+{
+	char path[4400], other[4400], buf[200] = "";
+	json_t *res;
+	FILE *f;
+
+	start_relay(SR_ASK_WAIT);
+	request("r2", "echo", "{\"text\":\"linked\"}");
+	snprintf(path, sizeof(path), "%s/r2.req", relay_dir);
+	snprintf(other, sizeof(other), "%s/elsewhere", dir);
+	cr_assert_eq(link(path, other), 0);
+	res = response("r2");
+	cr_assert_str_eq(first_text(res), "linked");
+	json_decref(res);
+	f = fopen(other, "r");
+	cr_assert_not_null(f);
+	(void)!fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	cr_assert(strstr(buf, "\"id\":\"r2\"") && strstr(buf, "\"tool\":\"echo\""),
+		  "the other link was written: %s", buf);
+	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+}

@@ -102,20 +102,6 @@ const char *dy__body_message(json_t *j)
 	return json_is_string(m) ? json_string_value(m) : NULL;
 }
 
-int dy__valid_id(const char *id)
-{
-	size_t n = id ? strlen(id) : 0;
-
-	if (n == 0 || n > 128)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
-		      (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_' ||
-		      id[i] == '.'))
-			return 0;
-	return strcmp(id, ".") != 0 && strcmp(id, "..") != 0;
-}
-
 /* An absolute URL under the API base. The caller frees it. */
 char *dy__url(const dy *d, const char *fmt, ...)
 {
@@ -272,6 +258,8 @@ void dy__op_free(dy_op *op)
 	}
 	if (op->timer)
 		op->d->host->timer_stop(op->timer);
+	dy__sec_end(op);
+	dy__sec_free(op->sec);
 	free(op->id);
 	free(op->path);
 	free(op->path2);

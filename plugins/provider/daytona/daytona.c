@@ -4,6 +4,8 @@
  * reached only through the host table (HTTP, timers, events, log).
  *
  *   sandbox.c  create / reconnect / park / destroy / list / status / doctor
+ *   secrets.c  credential bindings as Daytona secrets, leases, maintain
+ *   lease.c    the pure parts of those (checks, names, the lease record)
  *   files.c    file operations through the sandbox's toolbox
  *   exec.c     processes through toolbox sessions; watch
  *   api.c      calls, errors, the lifecycle of one operation
@@ -20,8 +22,10 @@
 
 static uint32_t d_capabilities(void *self)
 {
-	(void)self;
-	return SR_CAP_REMOTE | SR_CAP_NETWORK_POLICY | SR_CAP_PARK_STOPPED | SR_CAP_WATCH;
+	const dy *d = self;
+
+	return SR_CAP_REMOTE | SR_CAP_NETWORK_POLICY | SR_CAP_PARK_STOPPED | SR_CAP_WATCH |
+	       (d->secrets_on ? SR_CAP_ISOLATED_SECRETS : 0);
 }
 
 static int d_cancel(void *self, uint64_t req)
@@ -29,7 +33,8 @@ static int d_cancel(void *self, uint64_t req)
 	dy *d = self;
 
 	for (dy_op *op = d->ops; op; op = op->next_op) {
-		if (op->req == req && op->kind != DY_AUX && !op->canceled) {
+		if (op->req == req && op->kind != DY_AUX && op->kind != DY_RETRY &&
+		    !op->canceled) {
 			dy__op_cancel(op);
 			return SR_OK;
 		}
@@ -78,6 +83,8 @@ static void d_fini(void *self)
 	free(d->snapshot);
 	free(d->workspace);
 	free(d->home);
+	free(d->secret_prefix);
+	free(d->placeholder_prefix);
 	free(d);
 }
 
@@ -120,6 +127,43 @@ static int number(const sr_host *host, const char *key, long lo, long hi, long d
 		return host->config_invalid(host, key, why);
 	}
 	*out = n;
+	return SR_OK;
+}
+
+/* secrets = on | off, secret_prefix, placeholder_prefix. */
+static int read_secrets_config(dy *d)
+{
+	const sr_host *h = d->host;
+	const char *on = h->config_get(h, "secrets");
+	const char *prefix = h->config_get(h, "secret_prefix");
+	const char *ph = h->config_get(h, "placeholder_prefix");
+	unsigned char rnd[16];
+
+	if (!on || strcmp(on, "on") == 0 || strcmp(on, "true") == 0 || strcmp(on, "yes") == 0 ||
+	    strcmp(on, "1") == 0)
+		d->secrets_on = 1;
+	else if (strcmp(on, "off") == 0 || strcmp(on, "false") == 0 || strcmp(on, "no") == 0 ||
+		 strcmp(on, "0") == 0)
+		d->secrets_on = 0;
+	else
+		return h->config_invalid(h, "secrets", "'on' or 'off'");
+	if (!prefix)
+		prefix = DY_DEFAULT_SECRET_PREFIX;
+	if (!dy__prefix_valid(prefix))
+		return h->config_invalid(h, "secret_prefix", "a name matching "
+					 "^[a-zA-Z_][a-zA-Z0-9_-]*$, at most 64 characters");
+	if (!ph)
+		ph = DY_DEFAULT_PLACEHOLDER_PREFIX;
+	if (!*ph || strlen(ph) > 64 || strcspn(ph, " \t\r\n\"\\") != strlen(ph))
+		return h->config_invalid(h, "placeholder_prefix", "a non-empty word of at most 64 "
+					 "characters");
+	if (!(d->secret_prefix = strdup(prefix)) || !(d->placeholder_prefix = strdup(ph)))
+		return SR_ENOMEM;
+	/* This instance, in the owner of the leases it works on. */
+	if (h->random_bytes(h, rnd, sizeof(rnd)) != SR_OK)
+		return SR_EIO;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		sprintf(d->instance + 2 * i, "%02x", rnd[i]);
 	return SR_OK;
 }
 
@@ -180,7 +224,7 @@ static int read_config(dy *d)
 		return SR_EINVAL;
 	d->stable_timeout_ms = (uint64_t)n * 1000;
 	d->poll_ms = 250;
-	return SR_OK;
+	return read_secrets_config(d);
 }
 
 static int d_init(const sr_host *host, void **self)
@@ -220,12 +264,14 @@ static const sr_provider_ops daytona_ops = {
 	.cancel = d_cancel,
 	.list = dy__list,
 	.status = dy__status,
+	.maintain = dy__maintain,
 };
 
 static const char *const daytona_keys[] = {
 	"api_url", "api_key", "api_key_file", "target", "snapshot", "auto_stop_minutes",
 	"workspace", "home", "start_timeout", "request_timeout", "stream_idle_timeout",
-	"destroy_timeout", "park_timeout", NULL
+	"destroy_timeout", "park_timeout", "secrets", "secret_prefix", "placeholder_prefix",
+	NULL
 };
 
 static const sr_plugin_descriptor daytona_descriptor = {

@@ -2,7 +2,10 @@
  * capabilities, cancel, the descriptor), api.c (HTTP calls through the
  * host table, errors, operations and their lifecycle), sandbox.c (create,
  * reconnect, park, destroy, list, status, doctor), files.c (the toolbox's
- * file calls), exec.c (processes through toolbox sessions, and watch). */
+ * file calls), exec.c (processes through toolbox sessions, and watch),
+ * secrets.c (credential bindings as Daytona secrets, their leases, the
+ * release of both, maintain), lease.c (the pure parts of those: checks,
+ * names, the lease record). */
 #ifndef SR_DAYTONA_H
 #define SR_DAYTONA_H
 
@@ -13,6 +16,11 @@
 #include "sandrun/plugin.h"
 
 #define DY_DEFAULT_URL "https://app.daytona.io/api"
+#define DY_DEFAULT_SECRET_PREFIX "sandrun"
+#define DY_DEFAULT_PLACEHOLDER_PREFIX "dtn_secret_"
+/* The label naming a sandbox's lease, and the kv keys of leases. */
+#define DY_LEASE_LABEL "sandrun.lease"
+#define DY_LEASE_KEY "lease."
 
 /* A sandbox's toolbox base URL, cached from its record. */
 typedef struct dy_box {
@@ -25,6 +33,7 @@ typedef struct dy_box {
 typedef struct dy dy;
 typedef struct dy_op dy_op;
 typedef struct dy_chan dy_chan;
+typedef struct dy_sec dy_sec;
 
 struct dy {
 	const sr_host *host;
@@ -44,6 +53,11 @@ struct dy {
 	dy_chan *chans;
 	struct dy_ff *ffs;   /* best-effort calls in flight */
 	int closing;
+	/* credential bindings as Daytona secrets */
+	int secrets_on;            /* [provider.daytona] secrets (default on) */
+	char *secret_prefix;       /* secret names: <prefix>_<lease>_<n> */
+	char *placeholder_prefix;  /* what Daytona's placeholders start with */
+	char instance[33];         /* this plugin instance, in lease owners */
 };
 
 /* One API response, borrowed by the step it is handed to. */
@@ -60,7 +74,8 @@ typedef void (*dy_step)(dy_op *op, const dy_resp *r);
 
 enum dy_kind {
 	DY_CREATE, DY_RECONNECT, DY_PARK, DY_DESTROY, DY_LIST, DY_STATUS,
-	DY_FILE, DY_DOCTOR, DY_AUX
+	DY_FILE, DY_DOCTOR, DY_AUX, DY_MAINTAIN,
+	DY_RETRY /* a lease's cleanup tried again in the background */
 };
 
 /* One provider operation: a chain of API calls and timers, ending in
@@ -103,6 +118,9 @@ struct dy_op {
 	char first_error[512];
 	void *xdata;           /* an operation's own data, freed by xfree */
 	void (*xfree)(void *);
+	dy_sec *sec;           /* secrets and leases (secrets.c), or NULL */
+	int released;          /* the deleted sandbox's leases were released */
+	char lease_hint[40];   /* the sandbox's sandrun.lease label, if seen */
 	dy_op *next_op;
 };
 
@@ -162,7 +180,6 @@ int dy__wait(dy_op *op, uint64_t ms, dy_step next);
 void dy__op_cancel(dy_op *op);
 int dy__complete_now(const dy *d, sr_done_fn done, void *ud, int status,
 		     const char *fmt, ...) SR_PRINTF(5, 6);
-int dy__valid_id(const char *id);
 const char *dy__box_toolbox(dy *d, const char *id);
 void dy__box_set(dy *d, const char *id, json_t *rec);
 void dy__box_forget(dy *d, const char *id);
@@ -207,6 +224,43 @@ int dy__file_remove(void *self, uint64_t req, const char *id,
 		    const char *path, sr_done_fn done, void *ud);
 int dy__file_mkdir(void *self, uint64_t req, const char *id, const char *path,
 		   uint32_t mode, sr_done_fn done, void *ud);
+
+/* lease.c: pure, no host call */
+int dy__valid_id(const char *id);
+int dy__prefix_valid(const char *s);
+int dy__env_name_valid(const char *s);
+int dy__secret_name(char *buf, size_t n, const char *prefix, const char *lease_id,
+		    size_t i);
+int dy__cred_check(const sr_credential *c, size_t i, char *why, size_t n);
+int dy__secret_check(json_t *rec, const char *name, const char *host,
+		     const char *ph_prefix, char *why, size_t n);
+json_t *dy__lease_new(const char *id, const char *prefix, const char *runner,
+		      json_t *owner, long long now);
+int dy__lease_plan(json_t *lease, const char *name, const char *binding, int header,
+		   const char *env, const char *host);
+json_t *dy__lease_secret(json_t *lease, const char *name);
+const char *dy__lease_str(json_t *j, const char *key);
+json_t *dy__lease_placeholders(json_t *lease);
+int dy__lease_parse(const char *text, size_t len, json_t **out, char *why, size_t n);
+
+/* secrets.c */
+int dy__sec_plan(dy *d, const sr_sandbox_spec *spec, dy_sec **out, char *why,
+		 size_t n);
+const char *dy__sec_lease_id(const dy_sec *sec);
+int dy__sec_start(dy_op *op, int (*post_sandbox)(dy_op *op));
+void dy__sec_box_created(dy_op *op, const char *sandbox_id);
+void dy__sec_failed(dy_op *op, int status, const char *fmt, ...) SR_PRINTF(3, 4);
+void dy__sec_abort(dy_op *op);
+void dy__sec_abandon(dy_op *op, const char *why);
+json_t *dy__sec_placeholders(dy_op *op);
+void dy__sec_release_box(dy_op *op, void (*then)(dy_op *op));
+void dy__sec_note(const dy_op *op, char *buf, size_t n);
+json_t *dy__sec_pending(const dy_op *op);
+void dy__sec_end(dy_op *op);
+void dy__sec_free(dy_sec *sec);
+int dy__maintain(void *self, uint64_t req, const char *params_json, sr_done_fn done,
+		 void *ud);
+void dy__sec_doctor(dy *d, char *buf, size_t n);
 
 /* exec.c */
 int dy__exec(void *self, uint64_t req, const char *id,

@@ -125,6 +125,10 @@ static void finish_acquired(dy_op *op, const dy_resp *unused)
 	(void)unused;
 	j = b && b->workspace ? json_pack("{s:s, s:s, s:s}", "id", op->id, "workspace",
 					  b->workspace, "home", b->home) : NULL;
+	/* What the sandbox sees instead of each credential binding's value. */
+	json_t *ph = j ? dy__sec_placeholders(op) : NULL;
+	if (ph)
+		json_object_set_new(j, "placeholders", ph);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	if (s)
@@ -182,14 +186,31 @@ static int transient(const dy_resp *r)
 static void del_send(dy_op *op, const dy_resp *unused);
 static void del_confirm(dy_op *op, const dy_resp *r);
 
+static void del_finished(dy_op *op, int confirmed, const char *why);
+
+static void del_released(dy_op *op)
+{
+	op->released = 1;
+	del_finished(op, 1, NULL);
+}
+
+/* The end of a deletion. Once it is confirmed, and only then, the leases
+ * of the sandbox are released (its secrets deleted). */
 static void del_finished(dy_op *op, int confirmed, const char *why)
 {
-	json_t *j;
-	char *s;
+	json_t *j, *pending;
+	char *s, note[700];
 
 	dy__box_forget(op->d, op->id);
+	if (confirmed && !op->released) {
+		dy__sec_release_box(op, del_released);
+		return;
+	}
+	dy__sec_note(op, note, sizeof(note));
 	if (op->kind == DY_DESTROY && confirmed) {
 		j = json_pack("{s:s, s:s}", "id", op->id, "state", "destroyed");
+		if (j && (pending = dy__sec_pending(op)))
+			json_object_set_new(j, "cleanup_pending", pending);
 		s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		dy__op_finish(op, SR_OK, s, NULL, 0, NULL);
 		free(s);
@@ -200,21 +221,35 @@ static void del_finished(dy_op *op, int confirmed, const char *why)
 	} else if (op->kind == DY_PARK && confirmed) {
 		/* The sandbox is gone: SR_ENOTFOUND, so the session forgets it. */
 		j = json_pack("{s:s, s:s, s:b}", "id", op->id, "state", "destroyed", "deleted", 1);
+		if (j && (pending = dy__sec_pending(op)))
+			json_object_set_new(j, "cleanup_pending", pending);
 		s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		dy__op_finish(op, SR_ENOTFOUND, s, NULL, 0,
-			      "daytona: sandbox '%s': %s; deleted instead of parked", op->id,
-			      op->first_error);
+			      "daytona: sandbox '%s': %s; deleted instead of parked%s", op->id,
+			      op->first_error, note);
 		free(s);
 		json_decref(j);
 	} else if (confirmed) {
 		dy__op_finish(op, op->err_status, NULL, NULL, 0,
-			      "daytona: sandbox '%s': %s; the sandbox was deleted", op->id,
-			      op->first_error);
+			      "daytona: sandbox '%s': %s; the sandbox was deleted%s", op->id,
+			      op->first_error, note);
 	} else {
 		dy__op_finish(op, op->err_status, NULL, NULL, 0,
-			      "daytona: sandbox '%s': %s; deleting it failed too: %s", op->id,
-			      op->first_error, why);
+			      "daytona: sandbox '%s': %s; deleting it failed too: %s%s", op->id,
+			      op->first_error, why, op->sec ? "; its secrets are kept until "
+			      "its deletion is confirmed (`sandrun janitor`)" : "");
 	}
+}
+
+/* The sandbox's sandrun.lease label, from a record (a DELETE's answer or a
+ * GET's): it names the lease even when a crash kept its id out of it. */
+static void note_lease_label(dy_op *op, json_t *rec)
+{
+	const char *l = json_string_value(json_object_get(json_object_get(rec, "labels"),
+							  DY_LEASE_LABEL));
+
+	if (l && dy__valid_id(l) && strlen(l) < sizeof(op->lease_hint))
+		snprintf(op->lease_hint, sizeof(op->lease_hint), "%s", l);
 }
 
 static void del_retry_or_fail(dy_op *op, const dy_resp *r, dy_step again)
@@ -238,6 +273,8 @@ static void del_retry_or_fail(dy_op *op, const dy_resp *r, dy_step again)
 
 static void del_answer(dy_op *op, const dy_resp *r)
 {
+	if (r->status == SR_OK && r->http < 300)
+		note_lease_label(op, r->json);
 	if (r->status == SR_OK && r->http == 404) {
 		del_finished(op, 1, NULL);
 		return;
@@ -274,6 +311,8 @@ static void del_confirmed(dy_op *op, const dy_resp *r)
 		return;
 	}
 	st = r->status == SR_OK && r->http == 200 ? rec_state(r->json) : NULL;
+	if (st)
+		note_lease_label(op, r->json);
 	if (st && strcmp(st, "destroyed") == 0) {
 		del_finished(op, 1, NULL);
 		return;
@@ -437,18 +476,91 @@ static void create_polled(dy_op *op, const dy_resp *r)
 	delete_after(op, r->status != SR_OK ? r->status : dy__http_error(r->http));
 }
 
+/* A create with secrets whose POST /sandbox failed: the sandbox may exist
+ * all the same (a timeout, a 5xx). It is looked up by its sandrun.lease
+ * label: found, it is deleted, then the secrets; not found, the secrets
+ * are deleted; the lookup failing, the lease is left to maintain. */
+static void box_looked_up(dy_op *op, const dy_resp *r)
+{
+	const char *lease = dy__sec_lease_id(op->sec);
+	json_t *items, *it;
+	char why[600];
+	size_t i;
+
+	if (r->status != SR_OK || r->http != 200) {
+		snprintf(why, sizeof(why), "whether the sandbox was created is unknown (%s: %s)",
+			 op->what, r->why ? r->why : r->status != SR_OK ?
+			 op->d->host->strerror(r->status) : "HTTP error");
+		dy__sec_abandon(op, why);
+		return;
+	}
+	items = json_is_array(r->json) ? r->json : json_object_get(r->json, "items");
+	json_array_foreach(items, i, it) {
+		const char *id = json_string_value(json_object_get(it, "id"));
+		const char *l = json_string_value(json_object_get(json_object_get(it, "labels"),
+								  DY_LEASE_LABEL));
+		if (!dy__valid_id(id) || !l || strcmp(l, lease) != 0 ||
+		    is_gone(rec_state(it)))
+			continue;
+		free(op->id);
+		if (!(op->id = strdup(id))) {
+			dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+			return;
+		}
+		dy__sec_box_created(op, op->id);
+		delete_after(op, op->err_status);
+		return;
+	}
+	dy__sec_abort(op);
+}
+
+static void create_failed_with_secrets(dy_op *op, const dy_resp *r, int status)
+{
+	json_t *lbl = json_pack("{s:s}", DY_LEASE_LABEL, dy__sec_lease_id(op->sec));
+	char *s = lbl ? json_dumps(lbl, JSON_COMPACT) : NULL;
+	char *enc = s ? dy__urlenc(s) : NULL;
+	char *url = enc ? dy__url(op->d, "/sandbox?labels=%s&limit=100", enc) : NULL;
+
+	if (r->status != SR_OK)
+		snprintf(op->first_error, sizeof(op->first_error), "%s: %s", op->what,
+			 r->why ? r->why : op->d->host->strerror(r->status));
+	else
+		snprintf(op->first_error, sizeof(op->first_error), "%s: HTTP %d%s%.400s",
+			 op->what, r->http, r->why ? ": " : "", r->why ? r->why : "");
+	op->err_status = status;
+	dy__sec_failed(op, status, "daytona: %s", op->first_error);
+	if (url && (transient(r) || (r->http >= 200 && r->http < 300)))
+		dy__api(op, "GET", url, NULL, NULL, 0, 16u << 20, box_looked_up);
+	else if (url)
+		dy__sec_abort(op); /* refused: no sandbox was made */
+	else
+		dy__sec_abandon(op, "out of memory");
+	json_decref(lbl);
+	free(s);
+	free(enc);
+	free(url);
+}
+
 static void created(dy_op *op, const dy_resp *r)
 {
 	const char *id;
 
 	if (r->status != SR_OK || r->http >= 300) {
-		dy__op_fail(op, r);
+		if (op->sec)
+			create_failed_with_secrets(op, r, r->status != SR_OK ? r->status :
+						   dy__http_fail_status(r->http, r->why));
+		else
+			dy__op_fail(op, r);
 		return;
 	}
 	id = json_string_value(json_object_get(r->json, "id"));
 	if (!id || !dy__valid_id(id)) {
-		dy__op_finish(op, SR_EPROTO, NULL, NULL, 0,
-			      "daytona: POST /sandbox: HTTP %d without a valid sandbox id", r->http);
+		if (op->sec)
+			create_failed_with_secrets(op, r, SR_EPROTO);
+		else
+			dy__op_finish(op, SR_EPROTO, NULL, NULL, 0,
+				      "daytona: POST /sandbox: HTTP %d without a valid sandbox id",
+				      r->http);
 		return;
 	}
 	free(op->id);
@@ -457,6 +569,8 @@ static void created(dy_op *op, const dy_resp *r)
 		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
 		return;
 	}
+	if (op->sec)
+		dy__sec_box_created(op, op->id);
 	keep_record(op, r->json);
 	create_state(op);
 }
@@ -594,6 +708,22 @@ static json_t *pairs_object(const sr_pair *p, size_t n)
 	return o;
 }
 
+/* POST /sandbox with op->body (a create with secrets, once they exist). */
+static int post_create(dy_op *op)
+{
+	char *url = dy__url(op->d, "/sandbox");
+	int rc;
+
+	if (!url) {
+		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+		return SR_ENOMEM;
+	}
+	op->deadline_ms = dy__now_ms() + op->d->start_timeout_ms;
+	rc = dy__api_json(op, "POST", url, op->body, created);
+	free(url);
+	return rc;
+}
+
 int dy__create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	       sr_done_fn done, void *ud)
 {
@@ -602,26 +732,38 @@ int dy__create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	char why[512];
 	char *url;
 	dy_op *op;
+	dy_sec *sec = NULL;
 	json_t *body;
 	int rc;
 
 	if (!spec || spec->size < SR_TABLE_HAS(sr_sandbox_spec, n_labels))
 		return dy__complete_now(d, done, ud, SR_EINVAL, "daytona: sandbox spec too small");
+	if (spec->n_credentials && !spec->credentials)
+		return dy__complete_now(d, done, ud, SR_EINVAL, "daytona: %zu credential bindings "
+					"announced, none given", spec->n_credentials);
 	for (size_t i = 0; i < spec->n_credentials; i++) {
 		const sr_credential *c = spec->credentials[i];
 		if (c && c->size >= SR_TABLE_HAS(sr_credential, value) && c->value)
 			d->host->secret_register(d->host, c->value);
 	}
-	if (spec->n_credentials)
+	if (spec->n_credentials && !d->secrets_on)
 		return dy__complete_now(d, done, ud, SR_EUNSUPPORTED,
-					"daytona: credential bindings (Daytona secrets) are not "
-					"supported by this provider yet");
+					"daytona: credential bindings need Daytona secrets, turned "
+					"off here ([provider.daytona] secrets = off)");
 	for (size_t i = 0; i < spec->n_env; i++)
 		if (!spec->env[i].name || !*spec->env[i].name || !spec->env[i].value)
 			return dy__complete_now(d, done, ud, SR_EINVAL,
 						"daytona: environment entry %zu has no name or value", i);
-	if (!(op = dy__op_new(d, DY_CREATE, req, NULL, done, ud)))
+	if (spec->n_credentials &&
+	    (rc = dy__sec_plan(d, spec, &sec, why, sizeof(why))) != SR_OK) {
+		dy__sec_free(sec);
+		return rc == SR_EINVAL ? dy__complete_now(d, done, ud, rc, "%s", why) : rc;
+	}
+	if (!(op = dy__op_new(d, DY_CREATE, req, NULL, done, ud))) {
+		dy__sec_free(sec);
 		return SR_ENOMEM;
+	}
+	op->sec = sec;
 	np = spec->network;
 	rc = split_policy(op, np, why, sizeof(why));
 	if (rc != SR_OK) {
@@ -640,6 +782,13 @@ int dy__create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	if (np)
 		policy_fields(op, body);
 	op->deadline_ms = dy__now_ms() + d->start_timeout_ms;
+	if (sec) {
+		/* The secrets first (and the lease before them), then the sandbox. */
+		json_object_set_new(json_object_get(body, "labels"), DY_LEASE_LABEL,
+				    json_string(dy__sec_lease_id(sec)));
+		op->body = body;
+		return dy__op_start(op, dy__sec_start(op, post_create));
+	}
 	url = dy__url(d, "/sandbox");
 	rc = url ? dy__api_json(op, "POST", url, body, created) : SR_ENOMEM;
 	free(url);
@@ -1166,6 +1315,11 @@ static void doctor_got(dy_op *op, const dy_resp *r)
 	else
 		snprintf(detail, sizeof(detail), "%s is unreachable: %s", op->d->api_url,
 			 r->why ? r->why : op->d->host->strerror(r->status));
+	if (ok) {
+		char sec[300];
+		dy__sec_doctor(op->d, sec, sizeof(sec));
+		snprintf(detail + strlen(detail), sizeof(detail) - strlen(detail), "%s", sec);
+	}
 	j = json_pack("{s:b, s:s}", "ok", ok, "detail", detail);
 	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	dy__op_finish(op, SR_OK, s, NULL, 0, NULL);
