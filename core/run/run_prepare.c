@@ -24,8 +24,21 @@ json_t *sr__run_json(sr__run *r)
 			      "as_root", geteuid() == 0, "user_mcp_servers",
 			      r->user_mcp ? json_incref(r->user_mcp) : json_array());
 
+	json_t *names = json_array(), *v;
+	size_t i;
+
 	if (r->o.model_url)
 		json_object_set_new(j, "model_url", json_string(r->o.model_url));
+	/* Which of the harness's credentials this run has (names only): the
+	 * process environment is not the run's when sandrund got them in a
+	 * request. */
+	json_array_foreach(json_object_get(r->desc, "credential_env"), i, v) {
+		const char *value = json_string_value(v) ?
+			sr__creds_env(r->o.credentials, json_string_value(v)) : NULL;
+		if (value && *value)
+			json_array_append(names, v);
+	}
+	json_object_set_new(j, "credentials", names);
 	if (r->tools) {
 		json_object_set_new(j, "shim", json_string(r->shim_in_box[0] ? r->shim_in_box :
 							   r->o.shim_path));

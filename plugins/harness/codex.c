@@ -79,7 +79,7 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 			 "%s\n",
 			 c->model, model,
 			 strstr(model, "/v1") ? "" : "/v1",
-			 getenv("OPENAI_API_KEY") ? "env_key = \"OPENAI_API_KEY\"" :
+			 sr_harness_has_credential(run, "OPENAI_API_KEY") ? "env_key = \"OPENAI_API_KEY\"" :
 						    "requires_openai_auth = false");
 	} else {
 		snprintf(toml, sizeof(toml), "# Written by sandrun for this sandbox.\nmodel = \"%s\"\n",

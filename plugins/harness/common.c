@@ -135,3 +135,18 @@ json_t *sr_harness_shim_entry(json_t *run)
 			 "command", shim, "args", "mcp", "--specs", specs,
 			 "--relay-dir", relay, "env");
 }
+
+int sr_harness_has_credential(json_t *run, const char *name)
+{
+	json_t *names = json_object_get(run, "credentials"), *v;
+	size_t i;
+
+	if (!json_is_array(names)) {
+		const char *value = getenv(name);
+		return value && *value;
+	}
+	json_array_foreach(names, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+			return 1;
+	return 0;
+}

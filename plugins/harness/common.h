@@ -37,6 +37,9 @@ void sr_harness_env(json_t *env, const char *name, const char *value);
 /* {"path","content","mode"} appended to files. */
 void sr_harness_file(json_t *files, const char *path, const char *content,
 		     int mode);
+/* Whether the run has the credential variable name (the run's
+ * "credentials" names; a core without them: the environment). */
+int sr_harness_has_credential(json_t *run, const char *name);
 /* The sandrun-tools stdio MCP entry for run (no "type" key), or NULL when
  * the run has no platform tools. New reference. */
 json_t *sr_harness_shim_entry(json_t *run);

@@ -65,7 +65,7 @@ static int p_prepare(void *self, uint64_t req, const char *run_json,
 			 strncmp(p->api, "openai-", 7) == 0 && !strstr(model, "/v1") ? "/v1" : "");
 		j = json_pack("{s:{s:{s:s, s:s, s:s, s:[{s:s}]}}}", "providers", "sandrun",
 			      "baseUrl", base, "api", p->api, "apiKey",
-			      getenv("OPENAI_API_KEY") ? "$OPENAI_API_KEY" : "none",
+			      sr_harness_has_credential(run, "OPENAI_API_KEY") ? "$OPENAI_API_KEY" : "none",
 			      "models", "id", p->model);
 		text = json_dumps(j, JSON_INDENT(2));
 		snprintf(path, sizeof(path), "%s/models.json", dir);

@@ -227,6 +227,56 @@ Test(harness_plugins, codex_writes_its_home_and_points_it_at_the_model)
 	json_decref(p.json);
 }
 
+/* codex's config.toml for run (a JSON text), its content. */
+static char *codex_config(const char *run)
+{
+	prepared p;
+	json_t *f;
+	char *text;
+
+	prepare(run, &p);
+	cr_assert_eq(p.status, SR_OK, "%s", p.message);
+	f = file_of(p.json, "/h/.codex/config.toml");
+	cr_assert_not_null(f);
+	text = strdup(json_string_value(json_object_get(f, "content")));
+	json_decref(p.json);
+	return text;
+}
+
+Test(harness_plugins, codex_and_pi_take_the_runs_credentials_not_their_environment)
+{
+	prepared p;
+	json_t *f;
+	char *text;
+
+	cr_assert_eq(start("codex", NULL), SR_OK);
+	/* The key came with the run (sandrund's request), not the environment. */
+	unsetenv("OPENAI_API_KEY");
+	text = codex_config("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[\"OPENAI_API_KEY\"]}");
+	cr_assert(strstr(text, "env_key = \"OPENAI_API_KEY\""), "%s", text);
+	free(text);
+	/* The environment has one, the run none. */
+	setenv("OPENAI_API_KEY", "sk-runner-own-1234", 1);
+	text = codex_config("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[]}");
+	cr_assert(strstr(text, "requires_openai_auth = false"), "%s", text);
+	free(text);
+	/* An older core says nothing: the environment decides. */
+	text = codex_config("{\"home\":\"/h\",\"model_url\":\"http://m\"}");
+	cr_assert(strstr(text, "env_key = \"OPENAI_API_KEY\""), "%s", text);
+	free(text);
+	unsetenv("OPENAI_API_KEY");
+	teardown();
+	setup();
+	cr_assert_eq(start("pi", NULL), SR_OK);
+	prepare("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[\"OPENAI_API_KEY\"]}", &p);
+	cr_assert_eq(p.status, SR_OK, "%s", p.message);
+	f = file_of(p.json, "/h/.pi-agent/models.json");
+	cr_assert_not_null(f);
+	cr_assert(strstr(json_string_value(json_object_get(f, "content")), "$OPENAI_API_KEY"), "%s",
+		  json_string_value(json_object_get(f, "content")));
+	json_decref(p.json);
+}
+
 Test(harness_plugins, codex_refuses_a_model_url_that_would_break_its_config)
 {
 	prepared p;
