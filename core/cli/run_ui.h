@@ -20,7 +20,6 @@ struct sr__run_ui {
 	 * no run to answer to (input is ignored). */
 	int (*answer)(sr__run_ui *u, const char *request_id, int allow);
 	void (*deny_all)(sr__run_ui *u);
-	void *driver;
 	int json;
 	int interactive;       /* a terminal: ask at the keyboard */
 	char asking[64];       /* the permission request on screen */
@@ -42,8 +41,9 @@ void sr__run_ui_event(sr__run_ui *u, json_t *ev);
 void sr__run_ui_start_input(sr__run_ui *u, uv_loop_t *loop);
 void sr__run_ui_stop_input(sr__run_ui *u);
 
-/* sandrun run --server URL: the turn on sandrund. argc/argv are run's
- * (already checked: one prompt at optind); returns the exit code. */
+/* sandrun run --server URL: the turn on sandrund, body the request
+ * (doc/api.yaml; borrowed), the token from token_file or SANDRUN_TOKEN;
+ * returns the exit code. */
 int sr__run_on_server(const char *server, const char *token_file, json_t *body,
 		      int json);
 
