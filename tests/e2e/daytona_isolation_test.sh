@@ -102,7 +102,7 @@ boxdir=$(field dir "$T/box.json")
 pids=$(node -e 'const b=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(b.pids.join(" "))' "$T/box.json")
 : >"$T/procs.txt"
 for p in $pids; do
-	for q in $p $(ps -o pid= --ppid "$p" 2>/dev/null) $(pgrep -g "$p" 2>/dev/null); do
+	for q in $p $(descendants "$p"); do
 		tr '\0' '\n' <"/proc/$q/environ" >>"$T/procs.txt" 2>/dev/null
 		tr '\0' ' ' <"/proc/$q/cmdline" >>"$T/procs.txt" 2>/dev/null
 		echo >>"$T/procs.txt"

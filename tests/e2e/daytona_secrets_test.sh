@@ -68,7 +68,7 @@ boxes() { curl -s -H "Authorization: Bearer dtn-test-key" "$api/sandbox" | J 'j.
 fault() { curl -s -X POST -H 'Content-Type: application/json' --data "$1" "$admin/faults" >/dev/null; }
 calls() { curl -s "$admin/calls" | J "j['$1'] || 0"; }
 # kill_runner PID: the driver and the sandrun it started, with SIGKILL.
-kill_runner() { pkill -9 -P "$1" 2>/dev/null; kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+kill_runner() { kill_tree "$1"; }
 
 # ---- a turn with two bindings: two secrets, linked, never in env ----
 expect "a turn with two credential bindings" 0 $drive "$T/evA" - - "$S" run --json \

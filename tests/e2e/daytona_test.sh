@@ -108,7 +108,7 @@ $drive "$T/ev4" - - "$S" run --json --session "$session" --tools "$T/tools.json"
 	--model-url "$url" "be slower" >/dev/null 2>&1 &
 runner=$!
 for _ in $(seq 300); do [ "$(grep -c ' slow$' "$CB_LOG")" -ge 2 ] && break; sleep 0.05; done
-pkill -9 -P "$runner" 2>/dev/null; kill -9 "$runner" 2>/dev/null; wait "$runner" 2>/dev/null
+kill_tree "$runner"
 sleep 4.5 # the killed call's tool finishes; had anything run it again, the log would say so
 expect "a turn after the killed one" 0 $drive "$T/ev5" - - "$S" run --json --session "$session" \
 	--tools "$T/tools.json" --model-url "$url" "again"

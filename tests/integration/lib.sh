@@ -42,6 +42,24 @@ missing() {
 	echo "SKIP: $1"
 	exit 77
 }
+# children PID: the processes whose parent is PID, read from /proc (a
+# minimal Debian has no pgrep or pkill). descendants PID: all below it.
+children() {
+	cat /proc/[0-9]*/stat 2>/dev/null |
+		awk -v p="$1" '{ pid = $1; sub(/^.*\) /, ""); if ($2 == p) print pid }'
+}
+descendants() {
+	for c in $(children "$1"); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+# kill_tree PID: SIGKILL to PID's descendants, then to PID, and reap it.
+kill_tree() {
+	for c in $(descendants "$1"); do kill -9 "$c" 2>/dev/null; done
+	kill -9 "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
 finish() {
 	echo "# $checks checks, $failed failed"
 	[ "$failed" -eq 0 ]
