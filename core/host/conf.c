@@ -41,7 +41,8 @@ static const char *const runner_keys[] = {
 static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
 static const char *const service_keys[] = {
-	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept", NULL
+	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
+	"drain_timeout", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -519,6 +520,28 @@ static int valid_listen(const char *v)
 	return 1;
 }
 
+/* Whether every key of want's section has the same value in c. */
+static int section_within(const sr__config *c, const sr__config *want,
+			  const char *section)
+{
+	for (size_t i = 0; i < want->n; i++) {
+		const struct entry *e = &want->entries[i], *o;
+
+		if (strcmp(e->section, section) != 0)
+			continue;
+		o = find(c, section, e->key);
+		if (!o || strcmp(o->value, find(want, section, e->key)->value) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+int sr__config_same_section(const sr__config *a, const sr__config *b,
+			    const char *section)
+{
+	return section_within(a, b, section) && section_within(b, a, section);
+}
+
 int sr__config_service(const sr__config *c, sr__service_conf *sc)
 {
 	unsigned long long n;
@@ -559,6 +582,14 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 			return sr__config_invalid(c, "service", "event_buffer",
 				"a whole number from 16 to 1000000");
 		sc->event_buffer = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "drain_timeout");
+	sc->drain_timeout_s = 60;
+	if (v) {
+		if (!parse_count(v, 0, 0, 86400, &n))
+			return sr__config_invalid(c, "service", "drain_timeout",
+				"a whole number of seconds from 0 to 86400");
+		sc->drain_timeout_s = (unsigned)n;
 	}
 	v = sr__config_get(c, "service", "runs_kept");
 	sc->runs_kept = 1000;

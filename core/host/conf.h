@@ -39,6 +39,11 @@ int sr__config_warn_sections(const sr__config *c,
 			     int (*is_known)(const char *section, void *ud),
 			     void *ud);
 
+/* Whether the files of a and b give section the same keys and values
+ * (the environment, the same for both, is not compared). */
+int sr__config_same_section(const sr__config *a, const sr__config *b,
+			    const char *section);
+
 /* "SANDRUN_PROVIDER_LOCAL_ROOT" for ("provider.local", "root"); malloc'd. */
 char *sr__config_env_name(const char *section, const char *key);
 
@@ -70,6 +75,9 @@ typedef struct sr__service_conf {
 	unsigned event_buffer;   /* events kept per run; default 10000 */
 	unsigned runs_kept;      /* ended runs kept for GET and replay;
 				  * default 1000 */
+	unsigned drain_timeout_s; /* at a stop, how long runs going on may
+				   * finish before they are cancelled;
+				   * default 60 */
 } sr__service_conf;
 
 /* Fill sc from [service], validating each value (SR_EINVAL on the first

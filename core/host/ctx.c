@@ -165,7 +165,8 @@ int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
 	ctx->loop = loop;
 	ctx->config = sr__config_new();
 	ctx->reg = sr__registry_new();
-	if (!ctx->config || !ctx->reg)
+	ctx->config_file = strdup(path);
+	if (!ctx->config || !ctx->reg || !ctx->config_file)
 		return SR_ENOMEM;
 	rc = sr__config_load(ctx->config, path);
 	if (rc == SR_ENOTFOUND && !config_path)
@@ -195,6 +196,64 @@ int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
 	return SR_OK;
 }
 
+/* A [runner] value fixed at start: kept, with a warning when changed. */
+static void keep_fixed(const char *key, const char **next, const char *now)
+{
+	if ((*next == NULL) != (now == NULL) || (now && strcmp(*next, now) != 0))
+		sr__log(SR_LOG_WARN, "config", "[runner] %s changed: it takes effect at the "
+			"next start; kept '%s' until then", key, now ? now : "(unset)");
+	*next = now;
+}
+
+int sr__ctx_reload(sr__ctx *ctx, int (*accept)(const sr__config *next, void *ud),
+		   void *ud)
+{
+	const char *path = ctx->config_file;
+	sr__config *next, **grown;
+	sr__runner_conf rc;
+	int status;
+
+	if (!path)
+		return SR_ENOMEM;
+	grown = realloc(ctx->retired, (ctx->n_retired + 1) * sizeof(sr__config *));
+	if (!grown || !(next = sr__config_new())) {
+		if (grown)
+			ctx->retired = grown;
+		return SR_ENOMEM;
+	}
+	ctx->retired = grown;
+	status = sr__config_load(next, path);
+	if (status == SR_ENOTFOUND || status == SR_EIO)
+		sr__log(SR_LOG_ERROR, "config", "%s: cannot read: %s", path, strerror(errno));
+	if (status == SR_OK)
+		status = sr__config_runner(next, &rc);
+	if (status == SR_OK && accept)
+		status = accept(next, ud);
+	if (status != SR_OK) {
+		sr__log(SR_LOG_ERROR, "config", "%s not reloaded: the configuration in use is "
+			"unchanged", path);
+		sr__config_free(next);
+		return status;
+	}
+	keep_fixed("state_dir", &rc.state_dir, ctx->rc.state_dir);
+	keep_fixed("plugin_dir", &rc.plugin_dir, ctx->rc.plugin_dir);
+	keep_fixed("node_dir", &rc.node_dir, ctx->rc.node_dir);
+	keep_fixed("id", &rc.id, ctx->rc.id);
+	for (size_t i = 0; i < ctx->reg->n; i++) {
+		const char *section = ctx->reg->plugins[i]->section;
+		if (!sr__config_same_section(ctx->config, next, section))
+			sr__log(SR_LOG_WARN, "config", "[%s] changed: a plugin reads its section "
+				"when it starts; restart to apply it", section);
+	}
+	sr__config_warn_sections(next, section_known, ctx);
+	ctx->retired[ctx->n_retired++] = ctx->config;
+	ctx->config = next;
+	ctx->rc = rc;
+	sr__log_set_level(rc.log_level);
+	sr__log(SR_LOG_INFO, "config", "%s reloaded: new runs use it", path);
+	return SR_OK;
+}
+
 void sr__ctx_cleanup(sr__ctx *ctx)
 {
 	for (size_t i = ctx->reg ? ctx->reg->n : 0; i-- > 0;)
@@ -207,6 +266,10 @@ void sr__ctx_cleanup(sr__ctx *ctx)
 		uv_run(ctx->loop, UV_RUN_NOWAIT);
 	}
 	sr__config_free(ctx->config);
+	for (size_t i = 0; i < ctx->n_retired; i++)
+		sr__config_free(ctx->retired[i]);
+	free(ctx->retired);
+	free(ctx->config_file);
 	free(ctx->state_dir);
 	memset(ctx, 0, sizeof(*ctx));
 }

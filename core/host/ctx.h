@@ -26,6 +26,7 @@ typedef struct sr__event_sink {
 typedef struct sr__ctx {
 	uv_loop_t *loop;
 	sr__config *config;
+	char *config_file;     /* the file it was read from (or would be) */
 	sr__runner_conf rc;
 	sr__registry *reg;
 	struct sr__http *http; /* created on first use */
@@ -33,6 +34,10 @@ typedef struct sr__ctx {
 	char runner_id[48];    /* sr__ctx_runner_id(), once known */
 	/* Where plugins' events go: the runs in progress (none: logged). */
 	sr__event_sink *sinks;
+	/* Configurations replaced by sr__ctx_reload, kept until cleanup:
+	 * runs and plugins going on borrow their strings. */
+	sr__config **retired;
+	size_t n_retired;
 } sr__ctx;
 
 /* Load the configuration (path NULL: the default file, absent is fine),
@@ -40,6 +45,16 @@ typedef struct sr__ctx {
  * unknown sections and keys. Returns SR_EINVAL on a bad configuration. */
 int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path);
 void sr__ctx_cleanup(sr__ctx *ctx);
+/* Read the configuration file again (sandrund's SIGHUP) for the runs that
+ * start from now on. accept (may be NULL) sees the new configuration
+ * first and may refuse it (a negative status), as a bad [runner] value
+ * does: then nothing changes. The values a process fixes when it starts
+ * (state_dir, plugin_dir, node_dir, id) and the plugins' sections (read
+ * when each plugin starts) keep their old effect, with a warning naming
+ * each that changed. SR_OK, or the error (logged) with the old
+ * configuration kept. */
+int sr__ctx_reload(sr__ctx *ctx, int (*accept)(const sr__config *next, void *ud),
+		   void *ud);
 /* The state directory, created with mode 0700; NULL after logging why. */
 const char *sr__ctx_state_dir(sr__ctx *ctx);
 /* This runner's id: [runner] id, or one made on first use and kept in

@@ -16,7 +16,8 @@
 /* Exit codes, documented in sandrund(8). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CONFIG = 3 };
 
-#define DRAIN_DEADLINE_MS 60000
+/* After the runs were cancelled, how long their teardown may take. */
+#define CANCEL_DEADLINE_MS 60000
 
 typedef struct daemon_state {
 	sr__ctx ctx;
@@ -42,7 +43,10 @@ static void usage(FILE *out)
 		"\n"
 		"The [service] section says where it listens and who may call it; see\n"
 		"sandrund(8), sandrun.conf(5) and doc/api.yaml. SIGTERM or SIGINT stops it:\n"
-		"no new runs, the runs going on cancelled and their sandboxes released.\n",
+		"no new runs; the runs going on may finish within [service] drain_timeout,\n"
+		"then they are cancelled and their sandboxes released (a second signal\n"
+		"cancels them at once, a third exits). SIGHUP reads the configuration\n"
+		"again for the runs that start next.\n",
 		SR_SYSCONFDIR);
 }
 
@@ -58,10 +62,34 @@ static void on_deadline(uv_timer_t *t)
 {
 	daemon_state *d = t->data;
 
-	sr__log(SR_LOG_ERROR, "service", "runs still going %d s after the stop; exiting "
-		"without them (sandrun janitor cleans up what they leave)", DRAIN_DEADLINE_MS / 1000);
+	sr__log(SR_LOG_ERROR, "service", "runs still going %d s after they were cancelled; "
+		"exiting without them (sandrun janitor cleans up what they leave)",
+		CANCEL_DEADLINE_MS / 1000);
 	d->forced = 1;
 	uv_stop(d->ctx.loop);
+}
+
+/* The service cancelled the runs going on (drain_timeout over, or a second
+ * signal): their teardown has a deadline. */
+static void on_cancelling(void *ud)
+{
+	daemon_state *d = ud;
+
+	uv_timer_start(&d->deadline, on_deadline, CANCEL_DEADLINE_MS, 0);
+}
+
+static int accept_reload(const sr__config *next, void *ud)
+{
+	daemon_state *d = ud;
+	sr__service_conf conf;
+	char err[1024];
+	int rc;
+
+	if ((rc = sr__config_service(next, &conf)) != SR_OK)
+		return rc;
+	if ((rc = sr__svc_reload(d->svc, &conf, err, sizeof(err))) != SR_OK)
+		sr__log(SR_LOG_ERROR, "service", "%s", err);
+	return rc;
 }
 
 static void on_signal(uv_signal_t *sig, int signum)
@@ -69,19 +97,25 @@ static void on_signal(uv_signal_t *sig, int signum)
 	daemon_state *d = sig->data;
 
 	if (signum == SIGHUP) {
-		sr__log(SR_LOG_WARN, "service", "SIGHUP: reloading the configuration is not "
-			"supported yet; ignored (restart to apply changes)");
+		if (d->stopping)
+			sr__log(SR_LOG_WARN, "service", "SIGHUP while stopping: ignored");
+		else
+			sr__ctx_reload(&d->ctx, accept_reload, d);
+		return;
+	}
+	if (d->stopping && !uv_is_active((uv_handle_t *)&d->deadline)) {
+		sr__log(SR_LOG_WARN, "service", "second stop signal: cancelling the runs now");
+		sr__svc_cancel_now(d->svc);
 		return;
 	}
 	if (d->stopping) {
-		sr__log(SR_LOG_WARN, "service", "second stop signal: exiting now");
+		sr__log(SR_LOG_WARN, "service", "another stop signal: exiting now");
 		d->forced = 1;
 		uv_stop(d->ctx.loop);
 		return;
 	}
 	d->stopping = 1;
-	uv_timer_start(&d->deadline, on_deadline, DRAIN_DEADLINE_MS, 0);
-	sr__svc_shutdown(d->svc, on_drained, d);
+	sr__svc_shutdown(d->svc, on_cancelling, on_drained, d);
 }
 
 static int serve(daemon_state *d, const char *config_path)

@@ -8,32 +8,37 @@
 #include "core/host/log.h"
 #include "core/service/svc_int.h"
 
-static int load_tokens(sr__svc *s, char *err, size_t n)
+/* conf's tokens into *out (NULL: none, on a Unix socket only). */
+static int load_tokens(const sr__service_conf *conf, sr__tokens **out, char *err,
+		       size_t n)
 {
-	int is_unix = strncmp(s->conf.listen, "unix:", 5) == 0;
+	int is_unix = strncmp(conf->listen, "unix:", 5) == 0;
+	sr__tokens *t = NULL;
 	int rc;
 
-	if (s->conf.tokens_file) {
-		rc = sr__tokens_load(s->conf.tokens_file, &s->tokens, err, n);
+	*out = NULL;
+	if (conf->tokens_file) {
+		rc = sr__tokens_load(conf->tokens_file, &t, err, n);
 		if (rc != SR_OK)
 			return rc == SR_ENOMEM ? rc : SR_EINVAL;
 	}
-	if (sr__tokens_count(s->tokens) > 0)
+	if (sr__tokens_count(t) > 0) {
+		*out = t;
 		return SR_OK;
+	}
+	sr__tokens_free(t);
 	/* Fail closed: without a token, only a Unix socket (mode 0600, its
 	 * directory's permissions deciding who may connect). */
 	if (!is_unix) {
 		snprintf(err, n, "%s%s: sandrund does not serve %s without authentication. Put "
 			 "tokens in a file (one a line) and set [service] tokens_file, or listen "
 			 "on a Unix socket only (listen = unix:/run/sandrund/sandrund.sock)",
-			 s->conf.tokens_file ? s->conf.tokens_file : "no bearer token configured",
-			 s->conf.tokens_file ? " holds no token" : "", s->conf.listen);
+			 conf->tokens_file ? conf->tokens_file : "no bearer token configured",
+			 conf->tokens_file ? " holds no token" : "", conf->listen);
 		return SR_EINVAL;
 	}
-	sr__tokens_free(s->tokens);
-	s->tokens = NULL;
 	sr__log(SR_LOG_WARN, "service", "no bearer token configured: whoever can connect to "
-		"%s is served (the socket is mode 0600)", s->conf.listen);
+		"%s is served (the socket is mode 0600)", conf->listen);
 	return SR_OK;
 }
 
@@ -52,7 +57,9 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	s->o = *o;
 	uv_timer_init(ctx->loop, &s->drain_check);
 	s->drain_check.data = s;
-	if ((rc = load_tokens(s, err, n)) != SR_OK)
+	uv_timer_init(ctx->loop, &s->grace);
+	s->grace.data = s;
+	if ((rc = load_tokens(conf, &s->tokens, err, n)) != SR_OK)
 		goto fail;
 	s->log = sr__runlog_mem_new(conf->event_buffer, conf->runs_kept);
 	s->deleting = json_object();
@@ -99,18 +106,72 @@ void sr__svc_check_drained(sr__svc *s)
 	uv_timer_start(&s->drain_check, on_drained, 0, 0);
 }
 
-void sr__svc_shutdown(sr__svc *s, void (*drained)(void *ud), void *ud)
+static void on_grace_over(uv_timer_t *t)
+{
+	sr__svc_cancel_now(t->data);
+}
+
+void sr__svc_shutdown(sr__svc *s, void (*cancelling)(void *ud),
+		      void (*drained)(void *ud), void *ud)
 {
 	if (s->draining)
 		return;
 	s->draining = 1;
+	s->cancelling = cancelling;
 	s->drained = drained;
 	s->drained_ud = ud;
-	sr__log(SR_LOG_INFO, "service", "shutting down: no new runs; cancelling %u going on",
-		s->active);
 	sr__httpd_quiesce(s->httpd);
-	sr__svc_runs_cancel_all(s);
+	if (s->active && s->conf.drain_timeout_s) {
+		sr__log(SR_LOG_INFO, "service", "stopping: no new runs; %u going on may finish "
+			"within %u s ([service] drain_timeout), then they are cancelled",
+			s->active, s->conf.drain_timeout_s);
+		uv_timer_start(&s->grace, on_grace_over,
+			       (uint64_t)s->conf.drain_timeout_s * 1000, 0);
+	} else {
+		sr__svc_cancel_now(s);
+	}
 	sr__svc_check_drained(s);
+}
+
+void sr__svc_cancel_now(sr__svc *s)
+{
+	if (!s->draining || s->cancelled_all)
+		return;
+	s->cancelled_all = 1;
+	uv_timer_stop(&s->grace);
+	if (s->active)
+		sr__log(SR_LOG_INFO, "service", "stopping: cancelling the %u runs going on",
+			s->active);
+	sr__svc_runs_cancel_all(s);
+	if (s->cancelling)
+		s->cancelling(s->drained_ud);
+}
+
+int sr__svc_reload(sr__svc *s, const sr__service_conf *conf, char *err, size_t n)
+{
+	sr__service_conf next = *conf;
+	sr__tokens *tokens;
+	int rc;
+
+	/* What the socket and the run log were made with stays. */
+	if (strcmp(next.listen, s->conf.listen) != 0)
+		sr__log(SR_LOG_WARN, "service", "[service] listen changed: it takes effect at "
+			"the next start; still listening on %s", s->conf.listen);
+	if (next.event_buffer != s->conf.event_buffer || next.runs_kept != s->conf.runs_kept)
+		sr__log(SR_LOG_WARN, "service", "[service] event_buffer and runs_kept take "
+			"effect at the next start");
+	next.listen = s->conf.listen;
+	next.event_buffer = s->conf.event_buffer;
+	next.runs_kept = s->conf.runs_kept;
+	if ((rc = load_tokens(&next, &tokens, err, n)) != SR_OK)
+		return rc;
+	sr__tokens_free(s->tokens);
+	s->tokens = tokens;
+	s->conf = next;
+	sr__log(SR_LOG_INFO, "service", "[service] reloaded: %zu bearer tokens, max_runs %u, "
+		"max_body %zu, drain_timeout %u s", sr__tokens_count(tokens), next.max_runs,
+		next.max_body, next.drain_timeout_s);
+	return SR_OK;
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -136,5 +197,7 @@ void sr__svc_free(sr__svc *s)
 	sr__tokens_free(s->tokens);
 	json_decref(s->deleting);
 	uv_timer_stop(&s->drain_check);
+	uv_timer_stop(&s->grace);
+	uv_close((uv_handle_t *)&s->grace, NULL);
 	uv_close((uv_handle_t *)&s->drain_check, on_timer_closed);
 }

@@ -24,9 +24,19 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		  const sr__svc_opts *o, sr__svc **out, char *err, size_t n);
 /* Where it listens (for the log). */
 const char *sr__svc_where(const sr__svc *s);
-/* Stop: no new connections or runs, the runs going on cancelled; drained
- * (once, from the loop) when every run is done and every stream ended. */
-void sr__svc_shutdown(sr__svc *s, void (*drained)(void *ud), void *ud);
+/* Stop: no new connections or runs; the runs going on may finish within
+ * [service] drain_timeout, then they are cancelled (cancelling called,
+ * maybe from within this call); drained (once, from the loop) when every
+ * run is done and every stream ended. */
+void sr__svc_shutdown(sr__svc *s, void (*cancelling)(void *ud),
+		      void (*drained)(void *ud), void *ud);
+/* After sr__svc_shutdown: cancel the runs going on now (a second signal). */
+void sr__svc_cancel_now(sr__svc *s);
+/* Apply a reloaded [service] section to what comes next: the tokens (read
+ * again; on an error nothing changes and err says why), max_runs,
+ * max_body, drain_timeout. listen, event_buffer and runs_kept stay as
+ * they were made (logged when changed). */
+int sr__svc_reload(sr__svc *s, const sr__service_conf *conf, char *err, size_t n);
 /* After drained: stop the server and free everything. */
 void sr__svc_free(sr__svc *s);
 

@@ -37,6 +37,9 @@ struct sr__svc {
 	sr__api_req *suspended;  /* requests waiting on an operation */
 	sr__svc_metrics m;
 	int draining;
+	int cancelled_all;       /* the runs going on were told to stop */
+	uv_timer_t grace;        /* their time to finish, at a stop */
+	void (*cancelling)(void *ud);
 	void (*drained)(void *ud);
 	void *drained_ud;
 	uv_timer_t drain_check;

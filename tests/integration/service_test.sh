@@ -4,7 +4,8 @@
 # permission, cancel, slow:MS, chatty:N) in place of the adapter: runs
 # streamed, a second turn, permissions over the API, cancel, replay after
 # the client went away, runs at once, sessions, auth, limits, malformed
-# bodies, metrics, sandrun run --server, a Unix socket, SIGTERM.
+# bodies, metrics, sandrun run --server, a Unix socket, SIGHUP reload,
+# SIGTERM drain (runs finish within drain_timeout, then are cancelled).
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 command -v node >/dev/null || missing "node is not installed (the scripted agent needs it)"
 command -v curl >/dev/null || missing "curl is not installed"
@@ -21,12 +22,14 @@ AUTH="Authorization: Bearer $TOKEN"
 PIDS=
 trap 'for p in $PIDS; do kill -9 $p 2>/dev/null; done; rm -rf "$T"' EXIT
 
-# start_svc NAME [VAR=value...]: sandrund with that environment; sets URL
-# and SVC_PID (its log in $T/NAME.log).
+# start_svc NAME [VAR=value...]: sandrund with that environment (and the
+# arguments in SVC_ARGS); sets URL and SVC_PID (its log in $T/NAME.log).
+SVC_ARGS=
 start_svc() {
 	name=$1
 	shift
-	env "$@" "$D" >"$T/$name.log" 2>&1 &
+	# shellcheck disable=SC2086
+	env "$@" "$D" $SVC_ARGS >"$T/$name.log" 2>&1 &
 	SVC_PID=$!
 	PIDS="$PIDS $SVC_PID"
 	for _ in $(seq 200); do grep -q "listening on" "$T/$name.log" && break; sleep 0.05; done
@@ -93,7 +96,8 @@ grep_in "naming the key" "$T/err" "SANDRUN_SERVICE_MAX_RUNS: \[service\] key 'ma
 expect "sandrund --help" 0 "$D" --help
 
 start_svc svc SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
-	SANDRUN_SERVICE_MAX_RUNS=3 SANDRUN_SERVICE_EVENT_BUFFER=32 SANDRUN_SERVICE_MAX_BODY=4K
+	SANDRUN_SERVICE_MAX_RUNS=3 SANDRUN_SERVICE_EVENT_BUFFER=32 SANDRUN_SERVICE_MAX_BODY=4K \
+	SANDRUN_SERVICE_DRAIN_TIMEOUT=1
 MAIN_PID=$SVC_PID
 MAIN_URL=$URL
 case "$URL" in http://127.0.0.1:*) ok "listening on $URL" ;; *) fail "no URL in the log"; cat "$T/svc.log"; finish; exit 1 ;; esac
@@ -342,7 +346,73 @@ kill -TERM "$SVC_PID"
 wait "$SVC_PID"
 [ ! -e "$T/sandrund.sock" ] && ok "the socket is removed at the stop" || fail "the socket is removed at the stop"
 
-# ------------------------------------------------- SIGTERM with a run on
+# ------------------------------------------------------ SIGHUP: reload
+# wait_log FILE PATTERN: until the log says it (5 s).
+wait_log() {
+	for _ in $(seq 100); do grep -q -- "$2" "$1" && return 0; sleep 0.05; done
+	return 1
+}
+TOKEN2=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s\n' "$TOKEN2" >"$T/tokens2"
+printf '[service]\nlisten = 127.0.0.1:0\ntokens_file = %s\ndrain_timeout = 30\n' "$T/tokens" >"$T/hup.conf"
+SVC_ARGS="--config $T/hup.conf"
+start_svc hup
+SVC_ARGS=
+HUP_PID=$SVC_PID
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
+code "before SIGHUP: the first token is taken" 200
+printf '[service]\nlisten = 127.0.0.1:0\ntokens_file = %s\nmax_runs = 0\n' "$T/tokens2" >"$T/hup.conf"
+kill -HUP "$HUP_PID"
+wait_log "$T/hup.log" "not reloaded" && ok "SIGHUP with a bad value: not reloaded" ||
+	fail "SIGHUP with a bad value: not reloaded"
+grep_in "... the bad value named" "$T/hup.log" "hup.conf:4: \[service\] key 'max_runs'"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
+code "... and the first token still taken" 200
+printf '[service]\nlisten = 127.0.0.1:1\ntokens_file = %s\ndrain_timeout = 30\n[provider.local]\nenv_allow = X\n' \
+	"$T/tokens2" >"$T/hup.conf"
+kill -HUP "$HUP_PID"
+wait_log "$T/hup.log" "reloaded: new runs use it" && ok "SIGHUP: reloaded" || fail "SIGHUP: reloaded"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
+code "after SIGHUP: the old token is refused" 401
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
+code "... and the new one taken" 200
+grep_in "SIGHUP: a new listen waits for a restart" "$T/hup.log" "listen changed: it takes effect at the next start"
+grep_in "SIGHUP: a plugin's section waits for a restart" "$T/hup.log" "\[provider.local\] changed: .*restart to apply it"
+
+# ------------------------------------ SIGTERM: runs finish within the drain
+AUTH="Authorization: Bearer $TOKEN2"
+start_run '{"prompt":"slow:1500"}'
+curl -s -N -H "$AUTH" "$URL/v1/runs/$RUN/events" >"$T/follow" 2>/dev/null &
+follow=$!
+wait_event "$RUN" '"text":"working..."' || fail "the drained run started"
+kill -TERM "$HUP_PID"
+wait_log "$T/hup.log" "may finish within 30 s" && ok "SIGTERM: the drain is logged" ||
+	fail "SIGTERM: the drain is logged"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" --data '{"prompt":"ok"}' "$URL/v1/runs")
+[ "$CODE" = 000 ] || [ "$CODE" = 503 ] && ok "SIGTERM: no new run while draining" ||
+	fail "SIGTERM: no new run while draining (HTTP $CODE)"
+wait "$HUP_PID"
+rc=$?
+[ $rc -eq 0 ] && ok "SIGTERM drained: sandrund exits 0" || fail "SIGTERM drained: sandrund exits 0 (got $rc)"
+wait "$follow"
+grep_in "SIGTERM: the run in flight finished its turn" "$T/follow" '"type":"run.finished","stop_reason":"end_turn"'
+AUTH="Authorization: Bearer $TOKEN"
+
+# ------------------------------- a second SIGTERM cancels the runs at once
+start_svc twice SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+start_run '{"prompt":"slow:30000"}'
+wait_event "$RUN" '"text":"working..."' || fail "the run started"
+kill -TERM "$SVC_PID"
+wait_log "$T/twice.log" "may finish within 60 s" || fail "the default drain_timeout is 60 s"
+t0=$(date +%s)
+kill -TERM "$SVC_PID"
+wait "$SVC_PID"
+rc=$?
+[ $rc -eq 0 ] && [ $(( $(date +%s) - t0 )) -lt 15 ] && ok "a second SIGTERM: the run cancelled, exit 0" ||
+	fail "a second SIGTERM: the run cancelled, exit 0 (got $rc)"
+grep_in "... logged" "$T/twice.log" "second stop signal: cancelling the runs now"
+
+# -------------------------- SIGTERM past drain_timeout: the run cancelled
 SVC_PID=$MAIN_PID
 URL=$MAIN_URL
 start_run '{"prompt":"slow:30000"}'
@@ -356,6 +426,7 @@ rc=$?
 [ $rc -eq 0 ] && ok "SIGTERM: sandrund exits 0" || fail "SIGTERM: sandrund exits 0 (got $rc)"
 [ $(( $(date +%s) - t0 )) -lt 15 ] && ok "SIGTERM: promptly" || fail "SIGTERM: promptly"
 wait "$follow"
-grep_in "SIGTERM: the run in flight is cancelled, its stream ended" "$T/follow" '"stop_reason":"cancelled"'
-grep_in "SIGTERM: logged" "$T/svc.log" "shutting down: no new runs; cancelling 1 going on"
+grep_in "SIGTERM: the run in flight is cancelled after drain_timeout, its stream ended" "$T/follow" \
+	'"stop_reason":"cancelled"'
+grep_in "SIGTERM: logged" "$T/svc.log" "stopping: cancelling the 1 runs going on"
 finish

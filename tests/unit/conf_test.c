@@ -297,6 +297,7 @@ Test(conf, service_defaults)
 	cr_assert_eq(sc.max_runs, 8);
 	cr_assert_eq(sc.event_buffer, 10000);
 	cr_assert_eq(sc.runs_kept, 1000);
+	cr_assert_eq(sc.drain_timeout_s, 60);
 	sr__config_free(c);
 }
 
@@ -305,7 +306,8 @@ Test(conf, service_values_are_read_and_checked)
 	sr__config *c = sr__config_new();
 	const char *p = t_write(dir, "s.conf",
 		"[service]\nlisten = unix:/run/sandrund.sock\ntokens_file = /etc/sandrun/tokens\n"
-		"max_body = 64K\nmax_runs = 3\nevent_buffer = 100\nruns_kept = 0\n");
+		"max_body = 64K\nmax_runs = 3\nevent_buffer = 100\nruns_kept = 0\n"
+		"drain_timeout = 0\n");
 	sr__service_conf sc;
 
 	cr_assert_eq(sr__config_load(c, p), SR_OK);
@@ -316,6 +318,7 @@ Test(conf, service_values_are_read_and_checked)
 	cr_assert_eq(sc.max_runs, 3);
 	cr_assert_eq(sc.event_buffer, 100);
 	cr_assert_eq(sc.runs_kept, 0);
+	cr_assert_eq(sc.drain_timeout_s, 0);
 	sr__config_free(c);
 }
 
@@ -327,6 +330,7 @@ Test(conf, a_bad_service_value_names_file_line_and_key)
 		{ "tokens_file", "tokens.txt" }, { "max_body", "12" }, { "max_body", "1G" },
 		{ "max_body", "-5" }, { "max_runs", "0" }, { "max_runs", "many" },
 		{ "event_buffer", "15" }, { "runs_kept", "100001" },
+		{ "drain_timeout", "86401" }, { "drain_timeout", "1m" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
@@ -362,5 +366,27 @@ Test(conf, service_keys_from_the_environment_and_unknown_ones)
 	cr_assert_eq(sr__config_service(c, &sc), SR_OK);
 	cr_assert_str_eq(sc.listen, "[::1]:0");
 	unsetenv("SANDRUN_SERVICE_LISTEN");
+	sr__config_free(c);
+}
+
+Test(conf, same_section_compares_the_files_keys_and_values)
+{
+	sr__config *a = sr__config_new(), *b = sr__config_new(), *c = sr__config_new();
+
+	cr_assert_eq(sr__config_load(a, t_write(dir, "a.conf",
+		"[provider.local]\nroot = /r\nroot = /s\n[runner]\nprovider = local\n")), SR_OK);
+	cr_assert_eq(sr__config_load(b, t_write(dir, "b.conf",
+		"[runner]\nprovider = x\n[provider.local]\nroot = /s\n")), SR_OK);
+	cr_assert_eq(sr__config_load(c, t_write(dir, "c.conf",
+		"[provider.local]\nroot = /s\nbwrap = off\n")), SR_OK);
+	/* The last value set is the one that counts; other sections differ. */
+	cr_assert(sr__config_same_section(a, b, "provider.local"));
+	cr_assert(!sr__config_same_section(a, b, "runner"));
+	/* A key added or gone is a change, either way round. */
+	cr_assert(!sr__config_same_section(a, c, "provider.local"));
+	cr_assert(!sr__config_same_section(c, a, "provider.local"));
+	cr_assert(sr__config_same_section(a, c, "harness.claude"));
+	sr__config_free(a);
+	sr__config_free(b);
 	sr__config_free(c);
 }
