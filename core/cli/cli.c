@@ -13,6 +13,10 @@ void sr__wait_done(void *ud, const sr_result *r)
 {
 	sr__wait *w = ud;
 
+	/* An answer that lands in the timers' phase must not leave uv_run
+	 * to block in poll on the handles still open (an idle connection). */
+	if (w->loop)
+		uv_stop(w->loop);
 	w->done = 1;
 	w->status = r->status;
 	w->message = r->message ? strdup(r->message) : NULL;
@@ -26,8 +30,10 @@ void sr__wait_done(void *ud, const sr_result *r)
 
 void sr__wait_run(sr__ctx *ctx, sr__wait *w)
 {
+	w->loop = ctx->loop;
 	while (!w->done && uv_run(ctx->loop, UV_RUN_ONCE))
 		;
+	w->loop = NULL;
 	/* Nothing left to run and no answer: never a success. */
 	if (!w->done) {
 		w->done = 1;

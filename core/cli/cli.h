@@ -23,6 +23,7 @@ typedef struct sr__wait {
 	char *json;
 	void *data;
 	size_t len;
+	uv_loop_t *loop; /* set by sr__wait_run: the answer stops it */
 } sr__wait;
 
 /* A sr_done_fn that copies the result into the sr__wait at ud. */

@@ -212,6 +212,8 @@ static void on_exit_ch(void *ud, int status, int sig)
 {
 	run *r = ud;
 
+	/* The wait for it ends even when other handles stay open. */
+	uv_stop(r->sigint.loop);
 	r->exited = 1;
 	r->code = sig ? 128 + sig : status;
 	uv_signal_stop(&r->sigint);

@@ -242,6 +242,8 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
 	size_t n = size * nmemb, k, v, e;
 	char name[256];
 
+	if (!c->resp_headers) /* a bare request keeps none */
+		return n;
 	if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
 		json_object_clear(c->resp_headers); /* after 100 or a redirect */
 		return n;
@@ -279,9 +281,24 @@ static void free_handle(uv_handle_t *h)
 
 static void arm_kick(sr__http *h);
 
+/* What done receives: an sr_result, with the status code behind it for
+ * sr__http_code. */
+typedef struct http_result {
+	sr_result r;
+	long code;
+} http_result;
+
+long sr__http_code(const sr_result *res)
+{
+	/* Only finish's results say SR_OK; those of fail_now are bare
+	 * sr_results, and never SR_OK. */
+	return res->status == SR_OK ? ((const http_result *)(const void *)res)->code : 0;
+}
+
 static void finish(sr_http_call *c, int status, const char *message)
 {
-	sr_result r = { sizeof(r), status, message, NULL, NULL, 0 };
+	http_result hr = { { sizeof(sr_result), status, message, NULL, NULL, 0 }, 0 };
+	sr_result *r = &hr.r;
 	char *js = NULL;
 	long code = 0;
 
@@ -306,17 +323,19 @@ static void finish(sr_http_call *c, int status, const char *message)
 	if (status == SR_OK && c->streaming) {
 		stream_headers(c);
 	} else if (status == SR_OK) {
-		json_t *meta;
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
-		meta = json_pack("{s:I, s:O}", "status", (json_int_t)code, "headers",
-				 c->resp_headers);
-		js = json_dumps(meta, JSON_COMPACT);
-		json_decref(meta);
-		r.json = js;
-		r.data = c->buf ? c->buf : "";
-		r.len = c->len;
+		hr.code = code;
+		if (c->resp_headers) {
+			json_t *meta = json_pack("{s:I, s:O}", "status", (json_int_t)code,
+						 "headers", c->resp_headers);
+			js = json_dumps(meta, JSON_COMPACT);
+			json_decref(meta);
+		}
+		r->json = js;
+		r->data = c->buf ? c->buf : "";
+		r->len = c->len;
 	}
-	c->done(c->ud, &r);
+	c->done(c->ud, r);
 	free(js);
 	free(c->end_message);
 	easy_put(c->http, c->easy);
@@ -615,7 +634,7 @@ static void stream_setup(sr_http_call *c, const sr_http_request *req,
 
 static sr_http_call *start(sr__http *h, const sr_http_request *req,
 			   sr_done_fn done, void *ud,
-			   const sr_http_stream_callbacks *stream)
+			   const sr_http_stream_callbacks *stream, int bare)
 {
 	sr_http_call *c;
 	const char *method = req->method ? req->method : "GET";
@@ -640,7 +659,7 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 	c->http = h;
 	c->done = done;
 	c->ud = ud;
-	c->resp_headers = json_object();
+	c->resp_headers = bare ? NULL : json_object();
 	c->max = req->max_response ? req->max_response : DEFAULT_MAX_RESPONSE;
 	for (size_t i = 0; i < req->n_headers; i++) {
 		size_t n = strlen(req->headers[i].name) +
@@ -742,7 +761,13 @@ int sr__http_set_unix_socket(sr__http *h, const char *path)
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 			       sr_done_fn done, void *ud)
 {
-	return start(h, req, done, ud, NULL);
+	return start(h, req, done, ud, NULL, 0);
+}
+
+sr_http_call *sr__http_request_bare(sr__http *h, const sr_http_request *req,
+				    sr_done_fn done, void *ud)
+{
+	return start(h, req, done, ud, NULL, 1);
 }
 
 sr_http_call *sr__http_stream(sr__http *h, const sr_http_request *req,
@@ -750,5 +775,5 @@ sr_http_call *sr__http_stream(sr__http *h, const sr_http_request *req,
 {
 	if (cbs->size < SR_TABLE_HAS(sr_http_stream_callbacks, done) || !cbs->done)
 		return NULL;
-	return start(h, req, cbs->done, ud, cbs);
+	return start(h, req, cbs->done, ud, cbs, 0);
 }

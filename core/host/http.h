@@ -21,6 +21,15 @@ int sr__http_set_unix_socket(sr__http *h, const char *path);
  * with the error before returning) when it cannot start. */
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,
 			       sr_done_fn done, void *ud);
+/* The same, for the core's callers that want only the status code and the
+ * body (a tool's callback): no response header is kept and the result's
+ * json is NULL; sr__http_code gives the code. It spares each tool call a
+ * JSON object built, printed and parsed again. */
+sr_http_call *sr__http_request_bare(sr__http *h, const sr_http_request *req,
+				    sr_done_fn done, void *ud);
+/* The HTTP status code in a result of sr__http_request(_bare); 0 unless
+ * its status is SR_OK. */
+long sr__http_code(const sr_result *res);
 /* A streamed request; see sr_host.http_stream. Returns NULL when it cannot
  * start: then cbs->done ran with the error before it returned, unless cbs
  * itself was unusable (no done). */

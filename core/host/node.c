@@ -25,6 +25,7 @@ typedef struct capture {
 	size_t len;
 	int done, status, sig;
 	int echo; /* pass output to stderr instead of keeping it */
+	uv_loop_t *loop; /* stopped at the exit, so that run's wait ends */
 } capture;
 
 static void keep(void *ud, const void *data, size_t len)
@@ -46,6 +47,8 @@ static void exited(void *ud, int status, int sig)
 {
 	capture *c = ud;
 
+	if (c->loop)
+		uv_stop(c->loop);
 	c->done = 1;
 	c->status = status;
 	c->sig = sig;
@@ -100,6 +103,7 @@ static int run(sr__ctx *ctx, const char *const *argv, const char *bin,
 	free_env(envp);
 	if (rc != SR_OK)
 		return rc;
+	c->loop = ctx->loop;
 	while (!c->done && uv_run(ctx->loop, UV_RUN_ONCE))
 		;
 	return SR_OK;

@@ -784,7 +784,6 @@ static void on_callback_done(void *ud, const sr_result *res)
 {
 	call *c = ud;
 	char text[600];
-	json_t *meta;
 	int status;
 
 	stamp(c, RT_ANSWERED);
@@ -827,9 +826,7 @@ static void on_callback_done(void *ud, const sr_result *res)
 		finish(c, response_ok(c->id, sr_mcp_text_result(text, 1)));
 		return;
 	}
-	meta = json_loads(res->json ? res->json : "{}", 0, NULL);
-	status = (int)json_integer_value(json_object_get(meta, "status"));
-	json_decref(meta);
+	status = (int)sr__http_code(res);
 	finish(c, response_ok(c->id, sr__relay_callback_result(status, res->data, res->len)));
 }
 
@@ -877,7 +874,7 @@ static void start_callback(call *c)
 	req.max_response = CALLBACK_BODY_MAX;
 	/* A request that cannot start calls back before returning, and the
 	 * call is gone then: only a started one is remembered. */
-	http = sr__http_request(c->r->ctx->http, &req, on_callback_done, c);
+	http = sr__http_request_bare(c->r->ctx->http, &req, on_callback_done, c);
 	if (http) {
 		c->http = http;
 		stamp(c, RT_SENDING);

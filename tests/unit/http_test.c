@@ -165,6 +165,65 @@ Test(http, http_error_status_is_a_response_not_a_failure)
 	cr_assert(strstr(w.json, "\"status\":500"));
 }
 
+static long bare_code;
+static int bare_json_null;
+
+static void bare_done(void *ud, const sr_result *res)
+{
+	bare_code = sr__http_code(res);
+	bare_json_null = res->json == NULL;
+	sr__wait_done(ud, res);
+}
+
+/* A bare request: the status code from sr__http_code, the body, and no
+ * headers or JSON; a failure has code 0. */
+static void fetch_bare(const char *path, uint64_t timeout_ms)
+{
+	char url[256];
+	sr_http_request req = { sizeof(req), "GET", url, NULL, 0, NULL, 0, timeout_ms, 0 };
+	sr__ctx ctx = { .loop = &loop };
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	memset(&w, 0, sizeof(w));
+	bare_code = -1;
+	bare_json_null = 0;
+	cr_assert_not_null(sr__http_request_bare(http, &req, bare_done, &w));
+	cr_assert_not(w.done, "done was called from inside sr__http_request_bare");
+	t_wait(&ctx, &w);
+}
+
+Test(http, a_bare_request_gives_the_code_and_body_without_json)
+{
+	fetch_bare("/ok", 0);
+	cr_assert_eq(w.status, SR_OK, "%s", w.message);
+	cr_assert_eq(bare_code, 200);
+	cr_assert(bare_json_null);
+	cr_assert_str_eq(w.data, "hello");
+	sr__wait_clear(&w);
+	fetch_bare("/fail", 0);
+	cr_assert_eq(w.status, SR_OK);
+	cr_assert_eq(bare_code, 500);
+	sr__wait_clear(&w);
+	fetch_bare("/slow", 300);
+	cr_assert_eq(w.status, SR_ETIMEDOUT);
+	cr_assert_eq(bare_code, 0);
+}
+
+/* Two requests one after the other on one kept-alive connection: the
+ * second is answered so fast that it ends in the loop's timers phase, and
+ * the wait must not then block in poll (the guard's 10 s timer is open). */
+Test(http, back_to_back_requests_on_a_kept_connection_end_promptly)
+{
+	for (int i = 0; i < 20; i++) {
+		uint64_t t0 = uv_hrtime();
+		fetch("GET", i % 2 ? "/fail" : "/ok", NULL, 0, 0);
+		cr_assert_eq(w.status, SR_OK, "%s", w.message);
+		cr_assert_lt(uv_hrtime() - t0, 2000000000ull, "request %d took %llu ns", i,
+			     (unsigned long long)(uv_hrtime() - t0));
+		sr__wait_clear(&w);
+	}
+}
+
 Test(http, slow_server_times_out)
 {
 	fetch("GET", "/slow", NULL, 300, 0);
