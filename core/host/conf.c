@@ -42,7 +42,7 @@ static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
-	"drain_timeout", NULL
+	"drain_timeout", "warm_live", "max_warm", "warm_ttl", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -590,6 +590,30 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 			return sr__config_invalid(c, "service", "drain_timeout",
 				"a whole number of seconds from 0 to 86400");
 		sc->drain_timeout_s = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "warm_live");
+	sc->warm_live_s = 120;
+	if (v) {
+		if (!parse_count(v, 0, 0, 86400, &n))
+			return sr__config_invalid(c, "service", "warm_live",
+				"a whole number of seconds from 0 (no live parking) to 86400");
+		sc->warm_live_s = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "max_warm");
+	sc->max_warm = 20;
+	if (v) {
+		if (!parse_count(v, 0, 0, 10000, &n))
+			return sr__config_invalid(c, "service", "max_warm",
+				"a whole number from 0 to 10000");
+		sc->max_warm = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "warm_ttl");
+	sc->warm_ttl_s = 0;
+	if (v) {
+		if (!parse_count(v, 0, 0, 31536000, &n))
+			return sr__config_invalid(c, "service", "warm_ttl",
+				"a whole number of seconds from 0 (off) to 31536000");
+		sc->warm_ttl_s = (unsigned)n;
 	}
 	v = sr__config_get(c, "service", "runs_kept");
 	sc->runs_kept = 1000;

@@ -78,6 +78,14 @@ typedef struct sr__service_conf {
 	unsigned drain_timeout_s; /* at a stop, how long runs going on may
 				   * finish before they are cancelled;
 				   * default 60 */
+	unsigned warm_live_s;    /* after a clean turn, how long its sandbox
+				  * stays parked running for the next turn;
+				  * 0: parked stopped at once; default 120 */
+	unsigned max_warm;       /* sandboxes parked running at once, per
+				  * provider; default 20 */
+	unsigned warm_ttl_s;     /* a sandbox parked stopped by the pool is
+				  * destroyed this long after; 0: never
+				  * (the default) */
 } sr__service_conf;
 
 /* Fill sc from [service], validating each value (SR_EINVAL on the first

@@ -29,6 +29,7 @@
 #include "core/host/log.h"
 #include "core/run/creds.h"
 #include "core/plugins/provider.h"
+#include "core/run/pool.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/tools/relay_bridge.h"
@@ -208,13 +209,26 @@ static void on_bridge_closed(void *ud)
 	(void)sr__run_landed(ud);
 }
 
+/* Why the turn's sandbox is let go (the table in pool.c decides what
+ * becomes of it). */
+static enum sr__teardown teardown_reason(const sr__run *r)
+{
+	if (r->exit_code == SR_RUN_EXIT_OK)
+		return SR__TD_COMPLETED;
+	if (r->exit_code == SR_RUN_EXIT_CANCELLED)
+		return r->shutdown ? SR__TD_SHUTDOWN : SR__TD_CANCELLED;
+	return SR__TD_FAILED;
+}
+
 /* The agent is gone and nothing is due: the relay and loopback server
- * stop, the pointer is written after a clean turn, and the sandbox is
- * parked stopped (or destroyed when this run created it and failed). */
+ * stop, the pointer is written after a clean (or cancelled) turn, and the
+ * sandbox is kept running in the warm pool, parked stopped or destroyed,
+ * as the teardown table says for the turn's outcome. */
 static void release_sandbox(sr__run *r)
 {
 	const char *state = sr__ctx_state_dir(r->ctx);
-	int ok = r->exit_code == SR_RUN_EXIT_OK || r->exit_code == SR_RUN_EXIT_CANCELLED;
+	enum sr__teardown why = teardown_reason(r);
+	enum sr__disposition d = sr__teardown_disposition(why, r->created);
 	int rc;
 
 	if (r->bridge) {
@@ -233,9 +247,20 @@ static void release_sandbox(sr__run *r)
 	}
 	if (!r->sandbox_id)
 		return;
-	if (ok && state && r->acp_session)
+	if (d != SR__DESTROY && state && r->acp_session &&
+	    (why == SR__TD_COMPLETED || why == SR__TD_CANCELLED || why == SR__TD_SHUTDOWN))
 		store_pointer(r, state);
-	if (!ok && r->created) {
+	if (d == SR__KEEP_RUNNING) {
+		if (r->o.pool && sr__pool_put(r->o.pool, r->provider, r->session, r->sandbox_id,
+					      r->acquired, r->o.network))
+			return; /* the pool's now: no provider call */
+		if (r->o.pool)
+			why = SR__TD_CAPACITY;
+		d = SR__PARK_STOPPED;
+	}
+	sr__log(SR_LOG_DEBUG, "run", "sandbox %s: %s (%s)", r->sandbox_id,
+		d == SR__DESTROY ? "destroyed" : "parked stopped", sr__teardown_name(why));
+	if (d == SR__DESTROY) {
 		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
 					  on_released, r);
 		if (state)
@@ -244,6 +269,8 @@ static void release_sandbox(sr__run *r)
 		/* Parked stopped: the agent process ends with this runner. */
 		rc = sr__provider_park(r->provider, sr__next_req(), r->sandbox_id,
 				       SR_PARK_STOPPED, on_released, r);
+		if (r->o.pool)
+			sr__pool_parked(r->o.pool, r->provider, r->session, r->sandbox_id);
 	}
 	if (rc == SR_OK)
 		r->inflight++;
@@ -271,6 +298,12 @@ void sr__run_cancel(sr__run *r)
 	/* The prompt's answer (stopReason cancelled) ends the turn; an agent
 	 * that does not answer is killed. */
 	sr__run_cancel_agent(r);
+}
+
+void sr__run_cancel_shutdown(sr__run *r)
+{
+	r->shutdown = 1;
+	sr__run_cancel(r);
 }
 
 int sr__run_done(const sr__run *r)
@@ -309,6 +342,7 @@ void sr__run_free(sr__run *r)
 	json_decref(r->stored_shim);
 	json_decref(r->files);
 	json_decref(r->env);
+	free(r->acquired);
 	free(r->sandbox_id);
 	free(r->workspace);
 	free(r->home);

@@ -44,6 +44,10 @@ typedef struct sr__run_opts {
 	int enforcement_strict;
 	int ask_policy;          /* enum sr__ask_policy */
 	uint64_t acp_timeout_ms; /* initialize and session setup; 0: 120 s */
+	/* sandrund's warm pool: a clean turn's sandbox stays running there,
+	 * and the session's next turn takes it without a provider call. NULL
+	 * (sandrun run): parked stopped. */
+	struct sr__pool *pool;
 	/* Every event, borrowed for the call. */
 	void (*event)(void *ud, json_t *event);
 	/* Once, when the run is done (sr__run_done); called from inside the
@@ -64,6 +68,9 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
  * the agent stopped. */
 void sr__run_cancel(sr__run *r);
 /* Answer a permission.request event. SR_ENOTFOUND if none waits. */
+/* The same, for a service that stops: a sandbox this run created is
+ * destroyed rather than kept (SR__TD_SHUTDOWN). */
+void sr__run_cancel_shutdown(sr__run *r);
 int sr__run_permission(sr__run *r, const char *request_id, int allow);
 /* No one will answer permission requests any more: deny them. */
 void sr__run_deny_asks(sr__run *r);

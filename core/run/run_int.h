@@ -60,6 +60,9 @@ struct sr__run {
 	char session[32];
 	int resumed;             /* a session record existed */
 	int created;             /* the sandbox was created by this run */
+	int warm;                /* it came from the warm pool */
+	int shutdown;            /* cancelled by a service that stops */
+	char *acquired;          /* the provider's answer that gave it */
 	int retryable;           /* its failure is transient (exit 75) */
 	int turn;                /* completed turns before this one */
 	char *sandbox_id, *workspace, *home, *root;

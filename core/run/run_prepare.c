@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/plugins/complete.h"
 #include "core/plugins/harness.h"
 #include "core/host/log.h"
 #include "core/host/node.h"
 #include "core/plugins/provider.h"
 #include "core/run/creds.h"
+#include "core/run/pool.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/host/status.h"
@@ -355,6 +357,8 @@ static void on_sandbox(void *ud, const sr_result *res)
 		j = json_loads(res->json ? res->json : "{}", 0, NULL);
 		free(r->sandbox_id);
 		r->sandbox_id = sr__run_json_str(j, "id");
+		free(r->acquired);
+		r->acquired = strdup(res->json ? res->json : "{}");
 		r->workspace = sr__run_json_str(j, "workspace");
 		r->home = sr__run_json_str(j, "home");
 		if (!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE))
@@ -399,7 +403,8 @@ static void on_sandbox(void *ud, const sr_result *res)
 		return;
 	}
 	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "sandbox.acquired", "how",
-			  r->resumed ? "reconnected" : "created", "sandbox", r->sandbox_id,
+			  r->warm ? "warm" : r->resumed ? "reconnected" : "created", "sandbox",
+			  r->sandbox_id,
 			  "workspace", r->workspace));
 	sr__run_timing(r, "sandbox_start");
 	prepare(r);
@@ -431,6 +436,7 @@ void sr__run_acquire(sr__run *r)
 	sr_pair labels[3] = { { "sandrun.session", r->session },
 			      { "sandrun.harness", r->harness->desc->name },
 			      { "sandrun.runner", NULL } };
+	char *warm;
 	int rc;
 
 	sr__run_enter(r, SR__RUN_ACQUIRING);
@@ -442,9 +448,21 @@ void sr__run_acquire(sr__run *r)
 		sr__run_emit(r, json_pack("{s:s, s:s, s:s}", "type", "sandbox.replaced", "sandbox",
 				  r->sandbox_id, "reason",
 				  "the credentials changed since the last turn: a fresh sandbox gets them"));
+		if (r->o.pool)
+			sr__pool_drop(r->o.pool, r->session);
 		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
 					  on_replaced, r);
 		sr__run_started(r, rc, "sandbox_failed", "cannot remove the session's sandbox");
+		return;
+	}
+	if (r->resumed && r->o.pool &&
+	    (warm = sr__pool_take(r->o.pool, r->session, r->sandbox_id, r->o.network))) {
+		/* Still running from the last turn: no provider call. */
+		sr_result res = { sizeof(res), SR_OK, NULL, warm, NULL, 0 };
+		r->warm = 1;
+		rc = sr__complete_later(r->ctx->loop, on_sandbox, r, &res);
+		free(warm);
+		sr__run_started(r, rc, "sandbox_unavailable", "cannot take the warm sandbox");
 		return;
 	}
 	if (r->resumed) {

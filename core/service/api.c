@@ -231,6 +231,7 @@ static enum MHD_Result metrics(sr__svc *s, struct MHD_Connection *conn)
 	char *text;
 
 	sr__svc_run_counts(s, by_state, by_phase);
+	sr__pool_counts(s->pool, &s->m.warm_running, &s->m.warm_stopped);
 	text = sr__metrics_text(&s->m, by_state, by_phase, s->ctx->reg);
 	json_decref(by_state);
 	json_decref(by_phase);
@@ -551,6 +552,9 @@ static enum MHD_Result session_delete(sr__svc *s, sr__api_req *q)
 	op->svc = s;
 	op->q = q;
 	snprintf(op->session, sizeof(op->session), "%s", q->id);
+	/* A warm sandbox leaves the pool: this destroys it
+	 * (SR__TD_DELETED). */
+	sr__pool_drop(s->pool, q->id);
 	rc = sr__provider_destroy(p, sr__next_req(), op->sandbox, on_session_destroyed, op);
 	if (rc != SR_OK) {
 		free(op->sandbox);

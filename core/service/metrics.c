@@ -209,6 +209,11 @@ char *sr__metrics_text(const sr__svc_metrics *m, json_t *runs_by_state,
 	gauges(&b, "sandrun_runs", "state", runs_by_state);
 	head(&b, "sandrun_runs_active", "gauge", "Runs going on, by phase.");
 	gauges(&b, "sandrun_runs_active", "phase", active_by_phase);
+	head(&b, "sandrun_warm_sandboxes", "gauge",
+	     "Sandboxes of the warm pool: kept running for the next turn, and parked stopped "
+	     "until their TTL.");
+	put(&b, "sandrun_warm_sandboxes{state=\"running\"} %u\n", m->warm_running);
+	put(&b, "sandrun_warm_sandboxes{state=\"stopped\"} %u\n", m->warm_stopped);
 	head(&b, "sandrun_runs_started_total", "counter", "Runs started.");
 	put(&b, "sandrun_runs_started_total %llu\n", (unsigned long long)m->runs_started);
 	head(&b, "sandrun_runs_ended_total", "counter", "Runs ended, by state.");

@@ -34,6 +34,7 @@ typedef struct sr__svc_metrics {
 	sr__labelled http[SR__LABELS_MAX];         /* answers, by status code */
 	uint64_t events;
 	uint64_t rejected_busy;                    /* 429s */
+	unsigned warm_running, warm_stopped;       /* the pool, when scraped */
 } sr__svc_metrics;
 
 /* Count one event of a run (borrowed). */

@@ -310,6 +310,7 @@ int sr__svc_run_new(sr__svc *s, sr__svc_request *q, sr__svc_run **out,
 	o.enforcement_strict = sr->req.enforcement_strict;
 	o.ask_policy = sr->req.ask_policy;
 	o.shim_path = s->o.shim_path;
+	o.pool = s->pool;
 	o.acp_timeout_ms = s->o.acp_timeout_ms;
 	o.event = on_run_event;
 	o.done = on_run_done;
@@ -380,7 +381,7 @@ void sr__svc_runs_cancel_all(sr__svc *s)
 {
 	for (sr__svc_run *sr = s->runs; sr; sr = sr->next)
 		if (sr->run && !sr->done)
-			sr__run_cancel(sr->run);
+			sr__run_cancel_shutdown(sr->run);
 }
 
 void sr__svc_runs_free(sr__svc *s)

@@ -63,7 +63,8 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		goto fail;
 	s->log = sr__runlog_mem_new(conf->event_buffer, conf->runs_kept);
 	s->deleting = json_object();
-	if (!s->log || !s->deleting) {
+	s->pool = sr__pool_new(ctx, conf->warm_live_s, conf->max_warm, conf->warm_ttl_s);
+	if (!s->log || !s->deleting || !s->pool) {
 		snprintf(err, n, "out of memory");
 		rc = SR_ENOMEM;
 		goto fail;
@@ -98,10 +99,32 @@ static void on_drained(uv_timer_t *t)
 		fn(s->drained_ud);
 }
 
+static void on_pool_closed(void *ud)
+{
+	sr__svc *s = ud;
+
+	s->pool_closed = 1;
+	sr__svc_check_drained(s);
+}
+
 void sr__svc_check_drained(sr__svc *s)
 {
+	unsigned running, stopped;
+
 	if (!s->draining || !s->drained || s->active || s->streams ||
 	    json_object_size(s->deleting))
+		return;
+	/* No run left: the warm sandboxes are parked stopped. */
+	if (!s->pool_closing) {
+		s->pool_closing = 1;
+		sr__pool_counts(s->pool, &running, &stopped);
+		if (running)
+			sr__log(SR_LOG_INFO, "service", "stopping: parking the %u warm sandboxes "
+				"stopped", running);
+		sr__pool_close(s->pool, on_pool_closed, s);
+		return;
+	}
+	if (!s->pool_closed)
 		return;
 	uv_timer_start(&s->drain_check, on_drained, 0, 0);
 }
@@ -168,9 +191,11 @@ int sr__svc_reload(sr__svc *s, const sr__service_conf *conf, char *err, size_t n
 	sr__tokens_free(s->tokens);
 	s->tokens = tokens;
 	s->conf = next;
+	sr__pool_configure(s->pool, next.warm_live_s, next.max_warm, next.warm_ttl_s);
 	sr__log(SR_LOG_INFO, "service", "[service] reloaded: %zu bearer tokens, max_runs %u, "
-		"max_body %zu, drain_timeout %u s", sr__tokens_count(tokens), next.max_runs,
-		next.max_body, next.drain_timeout_s);
+		"max_body %zu, drain_timeout %u s, warm_live %u s, max_warm %u, warm_ttl %u s",
+		sr__tokens_count(tokens), next.max_runs, next.max_body, next.drain_timeout_s,
+		next.warm_live_s, next.max_warm, next.warm_ttl_s);
 	return SR_OK;
 }
 
@@ -196,6 +221,9 @@ void sr__svc_free(sr__svc *s)
 		s->log->ops->free(s->log);
 	sr__tokens_free(s->tokens);
 	json_decref(s->deleting);
+	/* Closed (its sandboxes parked) when drained; otherwise (a failed
+	 * start) it never held one. */
+	sr__pool_free(s->pool);
 	uv_timer_stop(&s->drain_check);
 	uv_timer_stop(&s->grace);
 	uv_close((uv_handle_t *)&s->grace, NULL);

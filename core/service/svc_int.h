@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "core/host/conf.h"
+#include "core/run/pool.h"
 #include "core/run/run.h"
 #include "core/service/auth.h"
 #include "core/service/httpd.h"
@@ -36,6 +37,8 @@ struct sr__svc {
 	json_t *deleting;        /* sessions being deleted: {id: true} */
 	sr__api_req *suspended;  /* requests waiting on an operation */
 	sr__svc_metrics m;
+	sr__pool *pool;          /* the warm sandboxes */
+	int pool_closing, pool_closed;
 	int draining;
 	int cancelled_all;       /* the runs going on were told to stop */
 	uv_timer_t grace;        /* their time to finish, at a stop */

@@ -91,7 +91,7 @@ body=$(node -e 'console.log(JSON.stringify({prompt: "and then?", session: proces
 n=$(grep -c '"kind":"main"' "$T/model.ndjson")
 curl -s -N -H "$AUTH" --data "$body" "$URL/v1/runs" >"$T/ev2"
 grep_in "turn 2 on the session" "$T/ev2" '"type":"run.started".*"turn":2'
-grep_in "in the same sandbox" "$T/ev2" '"how":"reconnected"'
+grep_in "in the same sandbox, still running in the warm pool" "$T/ev2" '"how":"warm"'
 grep_in "resumed with session/load" "$T/ev2" '"method":"session/load"'
 grep_in "turn 2 answers" "$T/ev2" '"type":"agent.message","text":"second turn ok"'
 tail -n +"$((n + 1))" "$T/model.ndjson" | grep '"kind":"main"' | grep -q "\"key_sha256\":\"$(sha256 "$KEY2")\"" &&

@@ -176,9 +176,23 @@ code "GET the run" 200
 [ "$(get "$T/body" session)" = "$SES" ] && [ -n "$(get "$T/body" timings.turn)" ] &&
 	ok "its session and timings" || fail "its session and timings ($(cat "$T/body"))"
 
+# provider_calls: the local provider's calls that acquire or let go of a
+# sandbox, from /metrics.
+provider_calls() {
+	api GET /metrics
+	grep -E '^sandrun_plugin_calls_total\{plugin="provider.local",op="(create|reconnect|status|park|destroy)"\}' "$T/body"
+}
+provider_calls >"$T/calls-before"
 api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
 grep_in "a second turn on the session" "$T/body" '"type":"run.started".*"turn":2'
-grep_in "in the same sandbox" "$T/body" '"how":"reconnected"'
+grep_in "in the same sandbox, still running in the warm pool" "$T/body" '"how":"warm"'
+provider_calls >"$T/calls-after"
+if [ -s "$T/calls-before" ] && cmp -s "$T/calls-before" "$T/calls-after"; then
+	ok "the warm turn made no provider call to acquire or release its sandbox"
+else
+	fail "the warm turn made no provider call"; diff "$T/calls-before" "$T/calls-after"
+fi
+grep_in "the pool holds it again, running" "$T/body" '^sandrun_warm_sandboxes{state="running"} 1$'
 api GET "/v1/sessions/$SES"
 code "GET the session" 200
 [ "$(get "$T/body" turn)" = 2 ] && [ -n "$(get "$T/body" sandbox)" ] && [ -z "$(get "$T/body" run)" ] &&
@@ -412,6 +426,25 @@ rc=$?
 	fail "a second SIGTERM: the run cancelled, exit 0 (got $rc)"
 grep_in "... logged" "$T/twice.log" "second stop signal: cancelling the runs now"
 
+# ----------------------------------- the warm pool: capacity, then expiry
+start_svc cool SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+	SANDRUN_SERVICE_WARM_LIVE=4 SANDRUN_SERVICE_MAX_WARM=1
+api POST /v1/runs '{"prompt":"ok"}'
+SA=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
+api POST /v1/runs '{"prompt":"ok"}'
+SBB=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/body")
+wait_log "$T/cool.log" "the warm pool is full (max_warm 1)" &&
+	ok "max_warm is strict: the second sandbox is parked stopped" ||
+	fail "max_warm is strict: the second sandbox is parked stopped"
+grep -q '"state": *"parked-stopped"' "$boxes/$SBB/meta.json" && ok "... it is stopped" ||
+	fail "... it is stopped ($(cat "$boxes/$SBB/meta.json"))"
+wait_log "$T/cool.log" "session $SA: sandbox [^ ]* parked stopped (expired)" &&
+	ok "after warm_live the first is parked stopped" || fail "after warm_live the first is parked stopped"
+api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SA\"}"
+grep_in "its next turn reconnects it through the provider" "$T/body" '"how":"reconnected"'
+kill -TERM "$SVC_PID"
+wait "$SVC_PID"
+
 # -------------------------- SIGTERM past drain_timeout: the run cancelled
 SVC_PID=$MAIN_PID
 URL=$MAIN_URL
@@ -429,4 +462,13 @@ wait "$follow"
 grep_in "SIGTERM: the run in flight is cancelled after drain_timeout, its stream ended" "$T/follow" \
 	'"stop_reason":"cancelled"'
 grep_in "SIGTERM: logged" "$T/svc.log" "stopping: cancelling the 1 runs going on"
+SBX=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/follow")
+[ -n "$SBX" ] && [ ! -e "$boxes/$SBX" ] &&
+	ok "SIGTERM: the fresh sandbox of the run it cancelled is destroyed" ||
+	fail "SIGTERM: the fresh sandbox of the run it cancelled is destroyed ($SBX)"
+grep_in "SIGTERM: the warm sandboxes are parked stopped" "$T/svc.log" \
+	"stopping: parking the [0-9]* warm sandboxes stopped"
+SBW=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/there.ndjson")
+grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
+	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
 finish

@@ -256,10 +256,13 @@ Test(service, metrics_count_events_into_histograms_and_escape_labels)
 	json_decref(ev);
 	sr__metrics_run_ended(&m, "finished");
 	sr__metrics_http(&m, 429);
+	m.warm_running = 3;
 	text = sr__metrics_text(&m, by_state, by_phase, NULL);
 	cr_assert_not_null(text);
 	cr_assert(strstr(text, "sandrun_runs{state=\"finished\"} 2\n"), "%s", text);
 	cr_assert(strstr(text, "sandrun_runs_active{phase=\"prompting\"} 1\n"), "%s", text);
+	cr_assert(strstr(text, "sandrun_warm_sandboxes{state=\"running\"} 3\n"), "%s", text);
+	cr_assert(strstr(text, "sandrun_warm_sandboxes{state=\"stopped\"} 0\n"), "%s", text);
 	cr_assert(strstr(text, "sandrun_stage_duration_seconds_bucket{stage=\"turn\",le=\"1\"} 0\n"),
 		  "%s", text);
 	cr_assert(strstr(text, "sandrun_stage_duration_seconds_bucket{stage=\"turn\",le=\"2.5\"} 1\n"),

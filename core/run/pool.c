@@ -1,0 +1,406 @@
+/* The warm pool and the teardown table (pool.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/host/log.h"
+#include "core/host/status.h"
+#include "core/plugins/provider.h"
+#include "core/run/pool.h"
+#include "core/run/session.h"
+
+/* ------------------------------------------------------------ the table */
+
+static const struct {
+	const char *name;
+	enum sr__disposition fresh; /* the sandbox of a turn that made it */
+	enum sr__disposition kept;  /* one a session already had */
+} teardowns[SR__TD_COUNT] = {
+	[SR__TD_COMPLETED] = { "completed", SR__KEEP_RUNNING, SR__KEEP_RUNNING },
+	[SR__TD_CAPACITY] = { "capacity", SR__PARK_STOPPED, SR__PARK_STOPPED },
+	/* A failed first turn leaves nothing worth keeping; a failed later
+	 * turn leaves the session's work, which the next turn may want. */
+	[SR__TD_FAILED] = { "failed", SR__DESTROY, SR__PARK_STOPPED },
+	[SR__TD_CANCELLED] = { "cancelled", SR__PARK_STOPPED, SR__PARK_STOPPED },
+	/* A run the service cancelled as it stopped: its fresh sandbox no
+	 * caller ever learnt of goes. */
+	[SR__TD_SHUTDOWN] = { "shutdown", SR__DESTROY, SR__PARK_STOPPED },
+	[SR__TD_EXPIRED] = { "expired", SR__PARK_STOPPED, SR__PARK_STOPPED },
+	[SR__TD_TTL] = { "ttl", SR__DESTROY, SR__DESTROY },
+	[SR__TD_CREDENTIALS] = { "credential_change", SR__DESTROY, SR__DESTROY },
+	[SR__TD_DELETED] = { "session_deleted", SR__DESTROY, SR__DESTROY },
+};
+
+enum sr__disposition sr__teardown_disposition(enum sr__teardown why, int created)
+{
+	if ((unsigned)why >= SR__TD_COUNT)
+		return SR__PARK_STOPPED;
+	return created ? teardowns[why].fresh : teardowns[why].kept;
+}
+
+const char *sr__teardown_name(enum sr__teardown why)
+{
+	return (unsigned)why < SR__TD_COUNT ? teardowns[why].name : "unknown";
+}
+
+/* ------------------------------------------------------------- the pool */
+
+enum { E_RUNNING, E_STOPPED, E_BUSY };
+
+typedef struct entry entry;
+struct entry {
+	sr__pool *pool;
+	sr__plugin *provider;
+	char session[40];
+	char *sandbox;
+	char *acquired;   /* the provider's answer that gave it */
+	int network;
+	int state;
+	int orphan;       /* out of the list: freed when its call answers */
+	uv_timer_t timer;
+	entry *next;
+};
+
+struct sr__pool {
+	sr__ctx *ctx;
+	unsigned live_s, max_warm, ttl_s;
+	entry *list;
+	unsigned running, stopped;
+	unsigned pending;  /* provider calls in flight, timers closing */
+	int closing;
+	void (*done)(void *ud);
+	void *done_ud;
+	uv_timer_t later;  /* reports the close outside the caller's call */
+};
+
+sr__pool *sr__pool_new(sr__ctx *ctx, unsigned live_s, unsigned max_warm, unsigned ttl_s)
+{
+	sr__pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->ctx = ctx;
+	sr__pool_configure(p, live_s, max_warm, ttl_s);
+	uv_timer_init(ctx->loop, &p->later);
+	p->later.data = p;
+	return p;
+}
+
+void sr__pool_configure(sr__pool *p, unsigned live_s, unsigned max_warm, unsigned ttl_s)
+{
+	p->live_s = live_s;
+	p->max_warm = max_warm;
+	p->ttl_s = ttl_s;
+}
+
+static void on_report(uv_timer_t *t)
+{
+	sr__pool *p = t->data;
+	void (*fn)(void *) = p->done;
+
+	p->done = NULL;
+	if (fn)
+		fn(p->done_ud);
+}
+
+static void check_closed(sr__pool *p)
+{
+	if (p->closing && p->done && !p->pending && !p->list)
+		uv_timer_start(&p->later, on_report, 0, 0);
+}
+
+static void on_entry_closed(uv_handle_t *h)
+{
+	entry *e = h->data;
+	sr__pool *p = e->pool;
+
+	free(e->sandbox);
+	free(e->acquired);
+	free(e);
+	p->pending--;
+	check_closed(p);
+}
+
+static void unlink_entry(sr__pool *p, entry *e)
+{
+	for (entry **pp = &p->list; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	e->next = NULL;
+	if (e->state == E_RUNNING)
+		p->running--;
+	else if (e->state == E_STOPPED)
+		p->stopped--;
+}
+
+/* Out of the list and freed (its timer closed first). */
+static void drop_entry(sr__pool *p, entry *e)
+{
+	unlink_entry(p, e);
+	e->state = E_BUSY; /* counted nowhere any more */
+	uv_timer_stop(&e->timer);
+	p->pending++;
+	uv_close((uv_handle_t *)&e->timer, on_entry_closed);
+}
+
+static entry *find(sr__pool *p, const char *session)
+{
+	for (entry *e = p->list; e; e = e->next)
+		if (strcmp(e->session, session) == 0)
+			return e;
+	return NULL;
+}
+
+/* The session forgets a sandbox that no longer exists. */
+static void forget_pointer(sr__pool *p, const char *session, const char *sandbox)
+{
+	const char *state = sr__ctx_state_dir(p->ctx);
+	json_t *rec = NULL;
+	const char *sb;
+
+	if (!state || sr__session_load(state, session, &rec) != SR_OK)
+		return;
+	sb = json_string_value(json_object_get(rec, "sandbox"));
+	if (sb && strcmp(sb, sandbox) == 0)
+		sr__session_remove(state, session);
+	json_decref(rec);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void on_answered(entry *e, const sr_result *res, int destroyed)
+{
+	sr__pool *p = e->pool;
+
+	p->pending--;
+	if (res->status == SR_ENOTFOUND || (destroyed && res->status == SR_OK))
+		forget_pointer(p, e->session, e->sandbox);
+	if (res->status != SR_OK && res->status != SR_ENOTFOUND)
+		sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s: %s (`sandrun janitor` "
+			"finds what is left)", e->session, e->sandbox,
+			res->message ? res->message : sr__strerror(res->status));
+	if (e->orphan || destroyed || res->status != SR_OK || p->closing || !p->ttl_s) {
+		if (e->orphan) {
+			/* Already out of the list: close its timer and free it. */
+			p->pending++;
+			uv_close((uv_handle_t *)&e->timer, on_entry_closed);
+		} else {
+			drop_entry(p, e);
+		}
+		check_closed(p);
+		return;
+	}
+	/* Parked stopped: destroyed after the TTL unless a turn takes it. */
+	e->state = E_STOPPED;
+	p->stopped++;
+	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
+}
+
+static void on_parked(void *ud, const sr_result *res)
+{
+	on_answered(ud, res, 0);
+}
+
+static void on_destroyed(void *ud, const sr_result *res)
+{
+	on_answered(ud, res, 1);
+}
+
+/* A provider call for e (park stopped or destroy), for why. */
+static void tear_down(sr__pool *p, entry *e, enum sr__teardown why)
+{
+	enum sr__disposition d = sr__teardown_disposition(why, 0);
+	int rc;
+
+	if (e->state == E_RUNNING)
+		p->running--;
+	else if (e->state == E_STOPPED)
+		p->stopped--;
+	e->state = E_BUSY;
+	uv_timer_stop(&e->timer);
+	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s %s (%s)", e->session, e->sandbox,
+		d == SR__DESTROY ? "destroyed" : "parked stopped", sr__teardown_name(why));
+	if (d == SR__DESTROY)
+		rc = sr__provider_destroy(e->provider, sr__next_req(), e->sandbox, on_destroyed, e);
+	else
+		rc = sr__provider_park(e->provider, sr__next_req(), e->sandbox, SR_PARK_STOPPED,
+				       on_parked, e);
+	if (rc == SR_OK) {
+		p->pending++;
+		return;
+	}
+	sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s: %s (`sandrun janitor` finds "
+		"what is left)", e->session, e->sandbox, sr__strerror(rc));
+	if (e->orphan) {
+		p->pending++;
+		uv_close((uv_handle_t *)&e->timer, on_entry_closed);
+	} else {
+		drop_entry(p, e);
+	}
+	check_closed(p);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	entry *e = t->data;
+
+	tear_down(e->pool, e, e->state == E_RUNNING ? SR__TD_EXPIRED : SR__TD_TTL);
+}
+
+static entry *add(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox,
+		  const char *acquired, int network, int state)
+{
+	entry *e = calloc(1, sizeof(*e));
+
+	if (!e || strlen(session) >= sizeof(e->session) || !(e->sandbox = strdup(sandbox)) ||
+	    (acquired && !(e->acquired = strdup(acquired)))) {
+		if (e)
+			free(e->sandbox);
+		free(e);
+		return NULL;
+	}
+	e->pool = p;
+	e->provider = provider;
+	snprintf(e->session, sizeof(e->session), "%s", session);
+	e->network = network;
+	e->state = state;
+	uv_timer_init(p->ctx->loop, &e->timer);
+	e->timer.data = e;
+	e->next = p->list;
+	p->list = e;
+	if (state == E_RUNNING)
+		p->running++;
+	else
+		p->stopped++;
+	return e;
+}
+
+/* Whatever the pool held for session goes out of it; a sandbox other than
+ * keep (one the session no longer names) is parked stopped. */
+static void release_session(sr__pool *p, const char *session, const char *keep)
+{
+	entry *e = find(p, session);
+
+	if (!e)
+		return;
+	if (e->state == E_BUSY) {
+		unlink_entry(p, e);
+		e->orphan = 1;
+	} else if (e->state == E_RUNNING && (!keep || strcmp(e->sandbox, keep) != 0)) {
+		unlink_entry(p, e);
+		e->state = E_RUNNING; /* tear_down counts it out; unlink did */
+		p->running++;
+		e->orphan = 1;
+		tear_down(p, e, SR__TD_EXPIRED);
+	} else {
+		drop_entry(p, e);
+	}
+}
+
+int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox,
+		 const char *acquired, int network)
+{
+	entry *e;
+
+	if (p->closing || !p->live_s || !acquired)
+		return 0;
+	release_session(p, session, NULL);
+	if (p->running >= p->max_warm) {
+		sr__log(SR_LOG_INFO, "pool", "session %s: the warm pool is full (max_warm %u): "
+			"sandbox %s is parked stopped", session, p->max_warm, sandbox);
+		return 0;
+	}
+	if (!(e = add(p, provider, session, sandbox, acquired, network, E_RUNNING)))
+		return 0;
+	uv_timer_start(&e->timer, on_timer, (uint64_t)p->live_s * 1000, 0);
+	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s kept running for %u s (%u of %u "
+		"places)", session, sandbox, p->live_s, p->running, p->max_warm);
+	return 1;
+}
+
+void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox)
+{
+	entry *e;
+
+	if (p->closing)
+		return;
+	release_session(p, session, NULL);
+	if (!p->ttl_s || !(e = add(p, provider, session, sandbox, NULL, 0, E_STOPPED)))
+		return;
+	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
+}
+
+char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox, int network)
+{
+	entry *e = find(p, session);
+	char *acquired;
+
+	if (!e)
+		return NULL;
+	if (e->state != E_RUNNING || strcmp(e->sandbox, sandbox) != 0 || e->network != network) {
+		/* Stopped, busy, another policy: the turn reconnects it
+		 * through the provider (which starts it, converges its
+		 * network). */
+		release_session(p, session, sandbox);
+		return NULL;
+	}
+	acquired = e->acquired;
+	e->acquired = NULL;
+	drop_entry(p, e);
+	return acquired;
+}
+
+int sr__pool_drop(sr__pool *p, const char *session)
+{
+	entry *e = find(p, session);
+
+	if (!e)
+		return 0;
+	if (e->state == E_BUSY) {
+		unlink_entry(p, e);
+		e->orphan = 1;
+	} else {
+		drop_entry(p, e);
+	}
+	return 1;
+}
+
+void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped)
+{
+	*running = p->running;
+	*stopped = p->stopped;
+}
+
+void sr__pool_close(sr__pool *p, void (*done)(void *ud), void *ud)
+{
+	entry *e, *next;
+
+	p->closing = 1;
+	p->done = done;
+	p->done_ud = ud;
+	for (e = p->list; e; e = next) {
+		next = e->next;
+		if (e->state == E_RUNNING)
+			tear_down(p, e, SR__TD_SHUTDOWN);
+		else if (e->state == E_STOPPED)
+			drop_entry(p, e);
+	}
+	check_closed(p);
+}
+
+static void on_pool_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+void sr__pool_free(sr__pool *p)
+{
+	if (!p)
+		return;
+	uv_close((uv_handle_t *)&p->later, on_pool_closed);
+}

@@ -1,0 +1,83 @@
+/* The warm pool (DESIGN section 5; sandrund): after a clean turn the
+ * session's sandbox stays parked running for a live window, so that the
+ * session's next turn acquires it with no provider call at all; then it is
+ * parked stopped, and destroyed after a TTL when one is set. Capacity is
+ * strict: a sandbox is kept running only when a place is free at that
+ * moment, otherwise it is parked stopped.
+ *
+ * Every teardown has a typed reason, and what becomes of the sandbox is
+ * decided in one table (sr__teardown_disposition). */
+#ifndef SR_CORE_POOL_H
+#define SR_CORE_POOL_H
+
+#include <jansson.h>
+
+#include "core/host/ctx.h"
+#include "core/plugins/loader.h"
+
+enum sr__teardown {
+	SR__TD_COMPLETED,   /* a clean turn: kept warm when there is room */
+	SR__TD_CAPACITY,    /* a clean turn with the pool full */
+	SR__TD_FAILED,      /* the turn failed */
+	SR__TD_CANCELLED,   /* the caller cancelled the turn */
+	SR__TD_SHUTDOWN,    /* the service stops (an idle warm sandbox, or
+			     * the sandbox of a run it cancelled) */
+	SR__TD_EXPIRED,     /* the live window ended */
+	SR__TD_TTL,         /* parked stopped longer than the TTL */
+	SR__TD_CREDENTIALS, /* the credentials changed since the last turn */
+	SR__TD_DELETED,     /* the session was deleted */
+	SR__TD_COUNT
+};
+
+enum sr__disposition {
+	SR__KEEP_RUNNING, /* parked running (in the pool when it has room) */
+	SR__PARK_STOPPED, /* parked stopped; the session keeps it */
+	SR__DESTROY       /* destroyed; the session forgets it */
+};
+
+/* What becomes of a sandbox torn down for why; created: the turn that
+ * ends made it (a fresh sandbox no turn completed in). */
+enum sr__disposition sr__teardown_disposition(enum sr__teardown why, int created);
+/* "completed", "capacity", ...: for events, logs and metrics. */
+const char *sr__teardown_name(enum sr__teardown why);
+
+typedef struct sr__pool sr__pool;
+
+/* A pool on ctx's loop: live_s the live window (0: nothing is kept
+ * running), max_warm the places, ttl_s the TTL of what it parked stopped
+ * (0: none). */
+sr__pool *sr__pool_new(sr__ctx *ctx, unsigned live_s, unsigned max_warm,
+		       unsigned ttl_s);
+/* New limits for what comes next (a reload); what is warm stays. */
+void sr__pool_configure(sr__pool *p, unsigned live_s, unsigned max_warm,
+			unsigned ttl_s);
+/* Keep a clean turn's sandbox running: 1 when it took a place (the pool
+ * owns the sandbox from now on), 0 when it has none free (the caller
+ * parks it stopped: SR__TD_CAPACITY). acquired is the provider's answer
+ * that gave the sandbox (its JSON text), network the policy it has. */
+int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session,
+		 const char *sandbox, const char *acquired, int network);
+/* A sandbox the caller parked stopped: destroyed after the TTL unless a
+ * turn takes it first. Nothing when there is no TTL. */
+void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session,
+		     const char *sandbox);
+/* The session's next turn: when sandbox is warm in the pool with the same
+ * network policy, the provider's answer that gave it (a new string, to
+ * free) and the pool lets it go; NULL otherwise (then the turn reconnects
+ * through the provider). Whatever the pool held for the session is no
+ * longer its own after the call. */
+char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox,
+		    int network);
+/* The session is deleted: the pool forgets its sandbox without a provider
+ * call (the caller destroys it). 1 when it had one. */
+int sr__pool_drop(sr__pool *p, const char *session);
+/* Sandboxes kept running, and parked stopped waiting for their TTL. */
+void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped);
+/* The service stops: every warm sandbox is parked stopped (SR__TD_SHUTDOWN)
+ * and the timers end; done (once, later) when every provider call has
+ * answered. */
+void sr__pool_close(sr__pool *p, void (*done)(void *ud), void *ud);
+/* After sr__pool_close's done. */
+void sr__pool_free(sr__pool *p);
+
+#endif

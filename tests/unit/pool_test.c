@@ -1,0 +1,235 @@
+/* The warm pool and the teardown table (core/run/pool.c), with the test
+ * provider 'rude' (tests/plugins/rude_plugin.c: its park answers OK, its
+ * destroy fails at once). */
+#include <string.h>
+
+#include "harness.h"
+#include "core/plugins/plugin.h"
+#include "core/run/pool.h"
+
+static char *dir;
+static sr__ctx ctx;
+static sr__plugin *rude;
+
+static void setup(void)
+{
+	char conf[1024];
+
+	cr_assert_not_null(getenv("SANDRUN_TEST_PLUGINS"), "run under make check");
+	dir = t_tmpdir();
+	t_log_capture();
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s\n", dir,
+		 getenv("SANDRUN_TEST_PLUGINS"));
+	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
+		     SR_OK);
+	rude = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "rude");
+	cr_assert_not_null(rude, "test plugin 'rude' not loaded");
+	cr_assert_eq(sr__plugin_start(&ctx, rude), SR_OK);
+}
+
+static void teardown(void)
+{
+	for (int i = 0; i < 100 && uv_run(ctx.loop, UV_RUN_NOWAIT); i++)
+		;
+	sr__ctx_cleanup(&ctx);
+}
+
+TestSuite(pool, .init = setup, .fini = teardown, .timeout = 30);
+
+static void counts(sr__pool *p, unsigned running, unsigned stopped)
+{
+	unsigned r, s;
+
+	sr__pool_counts(p, &r, &s);
+	cr_assert_eq(r, running, "running: %u, wanted %u", r, running);
+	cr_assert_eq(s, stopped, "stopped: %u, wanted %u", s, stopped);
+}
+
+/* It may come in the loop's timers phase: uv_run(UV_RUN_ONCE) would then
+ * block in poll until the next timer. */
+static void closed(void *ud)
+{
+	(*(int *)ud)++;
+	uv_stop(ctx.loop);
+}
+
+static void tick(uv_timer_t *t)
+{
+	(void)t;
+}
+
+/* Close the pool and run the loop until it says so (bounded). */
+static void close_pool(sr__pool *p)
+{
+	int done = 0;
+	uv_timer_t guard;
+
+	uv_timer_init(ctx.loop, &guard);
+	uv_timer_start(&guard, t_guard_fired, 10000, 0);
+	sr__pool_close(p, closed, &done);
+	cr_assert_eq(done, 0, "the close is reported later, not from inside the call");
+	while (!done && uv_run(ctx.loop, UV_RUN_ONCE))
+		;
+	uv_timer_stop(&guard);
+	uv_close((uv_handle_t *)&guard, NULL);
+	cr_assert_eq(done, 1);
+	sr__pool_free(p);
+	uv_run(ctx.loop, UV_RUN_NOWAIT);
+	cr_assert_eq(done, 1, "reported once");
+}
+
+/* Run the loop until the log says what (bounded). */
+static void until_logged(const char *what)
+{
+	uv_timer_t guard, ticks;
+
+	uv_timer_init(ctx.loop, &guard);
+	uv_timer_start(&guard, t_guard_fired, 10000, 0);
+	/* A line logged in the timers phase: poll wakes up soon anyway. */
+	uv_timer_init(ctx.loop, &ticks);
+	uv_timer_start(&ticks, tick, 5, 5);
+	while (!strstr(t_log_text(), what))
+		uv_run(ctx.loop, UV_RUN_ONCE);
+	uv_timer_stop(&guard);
+	uv_close((uv_handle_t *)&guard, NULL);
+	uv_close((uv_handle_t *)&ticks, NULL);
+	uv_run(ctx.loop, UV_RUN_NOWAIT); /* the guard is on this stack */
+}
+
+Test(pool, the_teardown_table)
+{
+	cr_assert_eq(sr__teardown_disposition(SR__TD_COMPLETED, 1), SR__KEEP_RUNNING);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_COMPLETED, 0), SR__KEEP_RUNNING);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_CAPACITY, 1), SR__PARK_STOPPED);
+	/* A failed first turn leaves nothing; a failed later turn keeps the
+	 * session's work. */
+	cr_assert_eq(sr__teardown_disposition(SR__TD_FAILED, 1), SR__DESTROY);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_FAILED, 0), SR__PARK_STOPPED);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_CANCELLED, 1), SR__PARK_STOPPED);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_SHUTDOWN, 1), SR__DESTROY);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_SHUTDOWN, 0), SR__PARK_STOPPED);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_EXPIRED, 0), SR__PARK_STOPPED);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_TTL, 0), SR__DESTROY);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_CREDENTIALS, 0), SR__DESTROY);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_DELETED, 0), SR__DESTROY);
+	for (int i = 0; i < SR__TD_COUNT; i++)
+		cr_assert_neq(strcmp(sr__teardown_name(i), "unknown"), 0, "reason %d unnamed", i);
+	cr_assert_str_eq(sr__teardown_name(SR__TD_CREDENTIALS), "credential_change");
+	cr_assert_str_eq(sr__teardown_name(SR__TD_COUNT), "unknown");
+	cr_assert_eq(sr__teardown_disposition(SR__TD_COUNT, 1), SR__PARK_STOPPED);
+}
+
+Test(pool, a_warm_sandbox_is_taken_once_with_the_same_answer)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 2, 0);
+	char *a;
+
+	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{\"id\":\"sb-a\"}", SR_NET_OPEN), 1);
+	counts(p, 1, 0);
+	cr_assert_null(sr__pool_take(p, "ses-b", "sb-a", SR_NET_OPEN), "another session's");
+	a = sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN);
+	cr_assert_str_eq(a, "{\"id\":\"sb-a\"}");
+	free(a);
+	counts(p, 0, 0);
+	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN), "taken once");
+	close_pool(p);
+}
+
+Test(pool, capacity_is_strict)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 1, 0);
+
+	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 0);
+	cr_assert(strstr(t_log_text(), "session ses-b: the warm pool is full (max_warm 1)"),
+		  "%s", t_log_text());
+	counts(p, 1, 0);
+	/* A place freed is a place again. */
+	cr_assert_eq(sr__pool_drop(p, "ses-a"), 1);
+	cr_assert_eq(sr__pool_drop(p, "ses-a"), 0);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	/* Nothing is kept running with no live window, or without an answer
+	 * to give back. */
+	sr__pool_configure(p, 0, 1, 0);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-c", "sb-c", "{}", SR_NET_OPEN), 0);
+	sr__pool_configure(p, 60, 5, 0);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-c", "sb-c", NULL, SR_NET_OPEN), 0);
+	counts(p, 1, 0);
+	close_pool(p);
+}
+
+Test(pool, another_policy_or_sandbox_is_not_taken_warm)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 4, 0);
+
+	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	/* The turn wants no network: the provider's reconnect converges it. */
+	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OFF));
+	counts(p, 0, 0);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	/* The session names another sandbox: the warm one is parked stopped. */
+	cr_assert_null(sr__pool_take(p, "ses-b", "sb-other", SR_NET_OPEN));
+	counts(p, 0, 0);
+	until_logged("session ses-b: sandbox sb-b parked stopped");
+	close_pool(p);
+}
+
+Test(pool, the_live_window_ends_parked_stopped_then_the_ttl_destroys)
+{
+	sr__pool *p = sr__pool_new(&ctx, 1, 4, 1);
+
+	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	until_logged("session ses-a: sandbox sb-a parked stopped (expired)");
+	/* rude's park answers later: then it waits for its TTL. */
+	for (int i = 0; i < 500; i++) {
+		unsigned r, s;
+		sr__pool_counts(p, &r, &s);
+		if (s == 1)
+			break;
+		uv_run(ctx.loop, UV_RUN_NOWAIT);
+		uv_sleep(1);
+	}
+	counts(p, 0, 1);
+	until_logged("session ses-a: sandbox sb-a destroyed (ttl)");
+	/* rude's destroy fails: it is left to the janitor, and said so. */
+	cr_assert(strstr(t_log_text(), "sandrun janitor"), "%s", t_log_text());
+	counts(p, 0, 0);
+	close_pool(p);
+}
+
+Test(pool, a_turn_takes_a_stopped_sandbox_out_of_its_ttl)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 4, 3600);
+
+	sr__pool_parked(p, rude, "ses-a", "sb-a");
+	counts(p, 0, 1);
+	/* Stopped: the turn reconnects it through the provider. */
+	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN));
+	counts(p, 0, 0);
+	sr__pool_configure(p, 60, 4, 0);
+	sr__pool_parked(p, rude, "ses-b", "sb-b");
+	counts(p, 0, 0); /* no TTL: nothing to wait for */
+	close_pool(p);
+}
+
+Test(pool, closing_parks_the_warm_sandboxes_stopped)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 4, 3600);
+
+	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	sr__pool_parked(p, rude, "ses-c", "sb-c");
+	counts(p, 2, 1);
+	close_pool(p);
+	cr_assert(strstr(t_log_text(), "session ses-a: sandbox sb-a parked stopped (shutdown)"),
+		  "%s", t_log_text());
+	cr_assert(strstr(t_log_text(), "session ses-b: sandbox sb-b parked stopped (shutdown)"),
+		  "%s", t_log_text());
+	/* A stopped one stays as it is, for the janitor or a later turn. */
+	cr_assert_null(strstr(t_log_text(), "sb-c"), "%s", t_log_text());
+}
+
+Test(pool, an_empty_pool_closes_later)
+{
+	close_pool(sr__pool_new(&ctx, 60, 4, 0));
+}
