@@ -88,6 +88,23 @@ const char *sr__elf_machine(const char *path, int *is_static)
 	}
 }
 
+void sr__sha256_hex(const void *data, size_t len, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+	EVP_MD_CTX *x = EVP_MD_CTX_new();
+	int ok;
+
+	hex[0] = 0;
+	if (!x)
+		return;
+	ok = EVP_DigestInit_ex(x, EVP_sha256(), NULL) == 1 &&
+	     EVP_DigestUpdate(x, data, len) == 1 && EVP_DigestFinal_ex(x, md, &n) == 1 && n == 32;
+	EVP_MD_CTX_free(x);
+	for (unsigned int i = 0; ok && i < n; i++)
+		snprintf(hex + (size_t)i * 2, 3, "%02x", md[i]);
+}
+
 int sr__sha256_file(const char *path, char hex[65], long long *size)
 {
 	unsigned char buf[65536], md[EVP_MAX_MD_SIZE];

@@ -17,5 +17,7 @@ const char *sr__elf_machine(const char *path, int *is_static);
 /* Hex SHA-256 of the file at path (65 bytes with the NUL) and its size.
  * SR_OK, or SR_EIO when it cannot be read. */
 int sr__sha256_file(const char *path, char hex[65], long long *size);
+/* The SHA-256 of len bytes at data, as 64 hex digits ("" on a failure). */
+void sr__sha256_hex(const void *data, size_t len, char hex[65]);
 
 #endif

@@ -59,6 +59,7 @@ struct entry {
 	int network;
 	int state;
 	int orphan;       /* out of the list: freed when its call answers */
+	struct sr__agent *agent; /* kept alive with it, or NULL */
 	uv_timer_t timer;
 	entry *next;
 };
@@ -68,6 +69,7 @@ struct sr__pool {
 	unsigned live_s, max_warm, ttl_s;
 	entry *list;
 	unsigned running, stopped;
+	unsigned reserved; /* places taken for turns that are ending */
 	unsigned pending;  /* provider calls in flight, timers closing */
 	int closing;
 	void (*done)(void *ud);
@@ -138,9 +140,37 @@ static void unlink_entry(sr__pool *p, entry *e)
 		p->stopped--;
 }
 
-/* Out of the list and freed (its timer closed first). */
+static void on_agent_stopped(void *ud)
+{
+	sr__pool *p = ud;
+
+	p->pending--;
+	check_closed(p);
+}
+
+/* Its agent exited between turns: the sandbox stays warm without it. */
+static void on_agent_gone(void *ud)
+{
+	entry *e = ud;
+
+	e->agent = NULL;
+	sr__log(SR_LOG_INFO, "pool", "session %s: the warm agent exited; the next turn starts "
+		"it again", e->session);
+}
+
+static void stop_agent(sr__pool *p, entry *e)
+{
+	if (!e->agent)
+		return;
+	p->pending++;
+	sr__agent_stop(e->agent, on_agent_stopped, p);
+	e->agent = NULL;
+}
+
+/* Out of the list and freed (its timer closed first, its agent stopped). */
 static void drop_entry(sr__pool *p, entry *e)
 {
+	stop_agent(p, e);
 	unlink_entry(p, e);
 	e->state = E_BUSY; /* counted nowhere any more */
 	uv_timer_stop(&e->timer);
@@ -223,6 +253,7 @@ static void tear_down(sr__pool *p, entry *e, enum sr__teardown why)
 		p->stopped--;
 	e->state = E_BUSY;
 	uv_timer_stop(&e->timer);
+	stop_agent(p, e);
 	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s %s (%s)", e->session, e->sandbox,
 		d == SR__DESTROY ? "destroyed" : "parked stopped", sr__teardown_name(why));
 	if (d == SR__DESTROY)
@@ -302,24 +333,42 @@ static void release_session(sr__pool *p, const char *session, const char *keep)
 	}
 }
 
+int sr__pool_reserve(sr__pool *p)
+{
+	if (p->closing || !p->live_s)
+		return 0;
+	if (p->running + p->reserved >= p->max_warm) {
+		sr__log(SR_LOG_INFO, "pool", "the warm pool is full (max_warm %u): a sandbox is "
+			"parked stopped", p->max_warm);
+		return 0;
+	}
+	p->reserved++;
+	return 1;
+}
+
+void sr__pool_unreserve(sr__pool *p)
+{
+	if (p->reserved)
+		p->reserved--;
+}
+
 int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox,
-		 const char *acquired, int network)
+		 const char *acquired, int network, struct sr__agent *agent)
 {
 	entry *e;
 
-	if (p->closing || !p->live_s || !acquired)
+	sr__pool_unreserve(p);
+	if (p->closing || !acquired)
 		return 0;
 	release_session(p, session, NULL);
-	if (p->running >= p->max_warm) {
-		sr__log(SR_LOG_INFO, "pool", "session %s: the warm pool is full (max_warm %u): "
-			"sandbox %s is parked stopped", session, p->max_warm, sandbox);
-		return 0;
-	}
 	if (!(e = add(p, provider, session, sandbox, acquired, network, E_RUNNING)))
 		return 0;
+	if ((e->agent = agent))
+		sr__agent_watch(agent, on_agent_gone, e);
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->live_s * 1000, 0);
-	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s kept running for %u s (%u of %u "
-		"places)", session, sandbox, p->live_s, p->running, p->max_warm);
+	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s%s kept running for %u s (%u of %u "
+		"places)", session, sandbox, agent ? " and its agent" : "", p->live_s,
+		p->running + p->reserved, p->max_warm);
 	return 1;
 }
 
@@ -335,11 +384,13 @@ void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session, con
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
 }
 
-char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox, int network)
+char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox, int network,
+		    struct sr__agent **agent)
 {
 	entry *e = find(p, session);
 	char *acquired;
 
+	*agent = NULL;
 	if (!e)
 		return NULL;
 	if (e->state != E_RUNNING || strcmp(e->sandbox, sandbox) != 0 || e->network != network) {
@@ -351,6 +402,9 @@ char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox, int n
 	}
 	acquired = e->acquired;
 	e->acquired = NULL;
+	if ((*agent = e->agent))
+		sr__agent_watch(e->agent, NULL, NULL);
+	e->agent = NULL;
 	drop_entry(p, e);
 	return acquired;
 }
@@ -372,7 +426,7 @@ int sr__pool_drop(sr__pool *p, const char *session)
 
 void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped)
 {
-	*running = p->running;
+	*running = p->running + p->reserved;
 	*stopped = p->stopped;
 }
 

@@ -43,6 +43,15 @@ const char *sr__teardown_name(enum sr__teardown why);
 
 typedef struct sr__pool sr__pool;
 
+/* An agent kept alive between turns (core/run/run_agent.c). */
+struct sr__agent;
+/* Stop it (stdin closed, SIGTERM, SIGKILL 3 s later); gone (when not NULL)
+ * once it has exited, after which it is freed. */
+void sr__agent_stop(struct sr__agent *a, void (*gone)(void *ud), void *ud);
+/* While it is nobody's turn: gone is called if it exits (then it is
+ * freed); NULL stops watching. */
+void sr__agent_watch(struct sr__agent *a, void (*gone)(void *ud), void *ud);
+
 /* A pool on ctx's loop: live_s the live window (0: nothing is kept
  * running), max_warm the places, ttl_s the TTL of what it parked stopped
  * (0: none). */
@@ -51,31 +60,41 @@ sr__pool *sr__pool_new(sr__ctx *ctx, unsigned live_s, unsigned max_warm,
 /* New limits for what comes next (a reload); what is warm stays. */
 void sr__pool_configure(sr__pool *p, unsigned live_s, unsigned max_warm,
 			unsigned ttl_s);
-/* Keep a clean turn's sandbox running: 1 when it took a place (the pool
- * owns the sandbox from now on), 0 when it has none free (the caller
- * parks it stopped: SR__TD_CAPACITY). acquired is the provider's answer
- * that gave the sandbox (its JSON text), network the policy it has. */
+/* Take a place for a clean turn's sandbox (and agent): 1 when one was
+ * free (reserved until sr__pool_put or sr__pool_unreserve), 0 when the
+ * pool is full or keeps nothing (the caller parks it stopped:
+ * SR__TD_CAPACITY; a full pool is logged). */
+int sr__pool_reserve(sr__pool *p);
+void sr__pool_unreserve(sr__pool *p);
+/* With a place reserved: keep the sandbox running for the live window.
+ * 1, and the pool owns the sandbox and agent (NULL: none kept) from now
+ * on; 0 (out of memory: the place is released, nothing is taken).
+ * acquired is the provider's answer that gave the sandbox (its JSON
+ * text), network the policy it has. */
 int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session,
-		 const char *sandbox, const char *acquired, int network);
+		 const char *sandbox, const char *acquired, int network,
+		 struct sr__agent *agent);
 /* A sandbox the caller parked stopped: destroyed after the TTL unless a
  * turn takes it first. Nothing when there is no TTL. */
 void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session,
 		     const char *sandbox);
 /* The session's next turn: when sandbox is warm in the pool with the same
  * network policy, the provider's answer that gave it (a new string, to
- * free) and the pool lets it go; NULL otherwise (then the turn reconnects
+ * free), and its agent in *agent (NULL when none was kept or it has
+ * exited since; the caller's then); NULL otherwise (the turn reconnects
  * through the provider). Whatever the pool held for the session is no
  * longer its own after the call. */
 char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox,
-		    int network);
+		    int network, struct sr__agent **agent);
 /* The session is deleted: the pool forgets its sandbox without a provider
  * call (the caller destroys it). 1 when it had one. */
 int sr__pool_drop(sr__pool *p, const char *session);
-/* Sandboxes kept running, and parked stopped waiting for their TTL. */
+/* Sandboxes kept running (reserved places included), and parked stopped
+ * waiting for their TTL. */
 void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped);
-/* The service stops: every warm sandbox is parked stopped (SR__TD_SHUTDOWN)
- * and the timers end; done (once, later) when every provider call has
- * answered. */
+/* The service stops: every warm agent is stopped and every warm sandbox
+ * parked stopped (SR__TD_SHUTDOWN), the timers end; done (once, later)
+ * when every agent has exited and every provider call has answered. */
 void sr__pool_close(sr__pool *p, void (*done)(void *ud), void *ud);
 /* After sr__pool_close's done. */
 void sr__pool_free(sr__pool *p);

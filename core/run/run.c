@@ -48,8 +48,10 @@ static void release_sandbox(sr__run *r);
 static void advance(sr__run *r)
 {
 	if (r->phase == SR__RUN_STOPPING) {
-		if (r->agent) {
-			sr__run_stop_agent(r); /* its exit lands later */
+		/* After a clean turn the agent may live on in the warm pool;
+		 * otherwise it is stopped and its exit lands later. */
+		if (r->agent && !sr__run_keep_agent(r)) {
+			sr__run_stop_agent(r);
 			return;
 		}
 		if (r->inflight)
@@ -251,13 +253,21 @@ static void release_sandbox(sr__run *r)
 	    (why == SR__TD_COMPLETED || why == SR__TD_CANCELLED || why == SR__TD_SHUTDOWN))
 		store_pointer(r, state);
 	if (d == SR__KEEP_RUNNING) {
-		if (r->o.pool && sr__pool_put(r->o.pool, r->provider, r->session, r->sandbox_id,
-					      r->acquired, r->o.network))
-			return; /* the pool's now: no provider call */
+		/* A place reserved when the agent was kept, or taken now. */
+		if (r->o.pool && (r->reserved || sr__pool_reserve(r->o.pool))) {
+			r->reserved = 0;
+			if (sr__pool_put(r->o.pool, r->provider, r->session, r->sandbox_id,
+					 r->acquired, r->o.network, r->kept)) {
+				r->kept = NULL;
+				return; /* the pool's now: no provider call */
+			}
+		}
 		if (r->o.pool)
 			why = SR__TD_CAPACITY;
 		d = SR__PARK_STOPPED;
 	}
+	/* Not kept warm: neither is its agent. */
+	sr__run_free_agents(r, 0);
 	sr__log(SR_LOG_DEBUG, "run", "sandbox %s: %s (%s)", r->sandbox_id,
 		d == SR__DESTROY ? "destroyed" : "parked stopped", sr__teardown_name(why));
 	if (d == SR__DESTROY) {
@@ -319,7 +329,7 @@ const char *sr__run_phase(const sr__run *r)
 void sr__run_free(sr__run *r)
 {
 	sr__ctx_remove_sink(r->ctx, &r->sink);
-	sr__run_stop_kill_timer(r);
+	sr__run_free_agents(r, 1);
 	sr__run_perms_free(r);
 	if (r->bridge)
 		sr__bridge_free(r->bridge, NULL, NULL);
@@ -327,9 +337,8 @@ void sr__run_free(sr__run *r)
 		sr__relay_free(r->relay);
 	if (r->mcp_http)
 		sr__mcp_http_stop(r->mcp_http);
-	if (r->acp)
-		sr__acp_free(r->acp);
 	sr__tools_free(r->tools);
+	json_decref(r->mcp_servers);
 	sr__guard_clear(&r->guard);
 	json_decref(r->desc);
 	json_decref(r->user_mcp);

@@ -12,6 +12,8 @@
 #include "core/host/log.h"
 #include "core/host/node.h"
 #include "core/plugins/provider.h"
+#include "core/host/fsutil.h"
+#include "core/run/pool.h"
 #include "core/run/run_int.h"
 #include "core/host/status.h"
 
@@ -20,20 +22,29 @@ static void on_kill_timer_closed(uv_handle_t *h)
 	free(h);
 }
 
-void sr__run_stop_kill_timer(sr__run *r)
+static void stop_kill_timer(sr__agent *a)
 {
-	if (r->kill_timer) {
-		uv_timer_stop(r->kill_timer);
-		uv_close((uv_handle_t *)r->kill_timer, on_kill_timer_closed);
-		r->kill_timer = NULL;
+	if (a->kill_timer) {
+		uv_timer_stop(a->kill_timer);
+		uv_close((uv_handle_t *)a->kill_timer, on_kill_timer_closed);
+		a->kill_timer = NULL;
 	}
+}
+
+static void agent_free(sr__agent *a)
+{
+	stop_kill_timer(a);
+	if (a->acp)
+		sr__acp_free(a->acp);
+	free(a->acp_session);
+	free(a);
 }
 
 /* A signal for the agent; a channel that cannot take it is said in the
  * log (its exit, which the run waits for, is the provider's to report). */
-static void signal_agent(sr__run *r, int signum)
+static void signal_agent(sr__agent *a, int signum)
 {
-	int rc = sr__provider_channel_signal(r->provider, r->chan, signum);
+	int rc = sr__provider_channel_signal(a->provider, a->chan, signum);
 
 	if (rc != SR_OK)
 		sr__log(SR_LOG_WARN, "run", "cannot send signal %d to the agent: %s", signum,
@@ -48,60 +59,80 @@ static void on_kill_timer(uv_timer_t *t)
 
 /* SIGKILL the agent after ms unless it left; without memory for a timer,
  * at once. */
-static void start_kill_timer(sr__run *r, uint64_t ms)
+static void start_kill_timer(sr__agent *a, uint64_t ms)
 {
-	sr__run_stop_kill_timer(r);
-	r->kill_timer = malloc(sizeof(*r->kill_timer));
-	if (!r->kill_timer) {
-		signal_agent(r, SIGKILL);
+	stop_kill_timer(a);
+	a->kill_timer = malloc(sizeof(*a->kill_timer));
+	if (!a->kill_timer) {
+		signal_agent(a, SIGKILL);
 		return;
 	}
-	uv_timer_init(r->ctx->loop, r->kill_timer);
-	r->kill_timer->data = r;
-	uv_timer_start(r->kill_timer, on_kill_timer, ms, 0);
+	uv_timer_init(a->ctx->loop, a->kill_timer);
+	a->kill_timer->data = a;
+	uv_timer_start(a->kill_timer, on_kill_timer, ms, 0);
+}
+
+static void stop(sr__agent *a)
+{
+	if (a->exited || a->signalled)
+		return;
+	a->signalled = 1;
+	/* The ACP object stays until the agent is freed: stopping may run
+	 * inside one of its callbacks. Nothing more is fed to it. */
+	if (sr__provider_channel_close_input(a->provider, a->chan) != SR_OK)
+		sr__log(SR_LOG_DEBUG, "run", "the agent's stdin was already closed");
+	signal_agent(a, SIGTERM);
+	start_kill_timer(a, 3000);
 }
 
 void sr__run_stop_agent(sr__run *r)
 {
-	if (!r->agent || r->agent_signalled)
-		return;
-	r->agent_signalled = 1;
-	/* The ACP object stays until the run is freed: stopping may run
-	 * inside one of its callbacks. Nothing more is fed to it. */
-	if (sr__provider_channel_close_input(r->provider, r->chan) != SR_OK)
-		sr__log(SR_LOG_DEBUG, "run", "the agent's stdin was already closed");
-	signal_agent(r, SIGTERM);
-	start_kill_timer(r, 3000);
+	if (r->agent && r->ag)
+		stop(r->ag);
 }
 
 void sr__run_cancel_agent(sr__run *r)
 {
 	sr__acp_notify(r->acp, "session/cancel", json_pack("{s:s}", "sessionId", r->acp_session));
-	start_kill_timer(r, 5000);
+	start_kill_timer(r->ag, 5000);
+}
+
+void sr__agent_watch(sr__agent *a, void (*gone)(void *ud), void *ud)
+{
+	a->gone = gone;
+	a->gone_ud = ud;
+}
+
+void sr__agent_stop(sr__agent *a, void (*gone)(void *ud), void *ud)
+{
+	a->run = NULL;
+	sr__agent_watch(a, gone, ud);
+	stop(a);
 }
 
 static int acp_write(void *ud, const char *data, size_t len)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
 
-	if (!r->agent || r->phase >= SR__RUN_STOPPING)
+	if (a->exited || a->signalled || (a->run && a->run->phase >= SR__RUN_STOPPING))
 		return SR_ESTATE;
-	return sr__provider_channel_write(r->provider, r->chan, data, len);
+	return sr__provider_channel_write(a->provider, a->chan, data, len);
 }
 
 static void on_agent_stdout(void *ud, const void *data, size_t len)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
 
-	if (len && r->acp && r->phase < SR__RUN_STOPPING)
-		sr__acp_feed(r->acp, data, len);
+	if (len && a->acp && !a->signalled && (!a->run || a->run->phase < SR__RUN_STOPPING))
+		sr__acp_feed(a->acp, data, len);
 }
 
 static void on_agent_stderr(void *ud, const void *data, size_t len)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
+	sr__run *r = a->run;
 
-	if (!len)
+	if (!len || !r)
 		return;
 	if (len >= SR__RUN_STDERR_TAIL - 1) {
 		memcpy(r->tail, (const char *)data + len - (SR__RUN_STDERR_TAIL - 1),
@@ -118,13 +149,32 @@ static void on_agent_stderr(void *ud, const void *data, size_t len)
 	r->tail_len += len;
 }
 
+/* An agent no run owns ended (a warm one, or one being stopped): whoever
+ * watches is told, and it is freed. */
+static void gone(sr__agent *a)
+{
+	void (*fn)(void *) = a->gone;
+	void *ud = a->gone_ud;
+
+	a->gone = NULL;
+	agent_free(a);
+	if (fn)
+		fn(ud);
+}
+
 /* The channel ended: its callback was due since exec. */
 static void on_agent_exit(void *ud, int status, int sig)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
+	sr__run *r = a->run;
 
+	a->exited = 1;
+	stop_kill_timer(a);
+	if (!r) {
+		gone(a);
+		return;
+	}
 	r->agent = 0;
-	sr__run_stop_kill_timer(r);
 	if (r->phase == SR__RUN_CANCELLING)
 		sr__run_end_turn(r, "cancelled");
 	else if (sig)
@@ -140,10 +190,16 @@ static void on_agent_exit(void *ud, int status, int sig)
  * channel was lost (a remote provider). */
 static void on_agent_failed(void *ud, int status, const char *message)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
+	sr__run *r = a->run;
 
+	a->exited = 1;
+	stop_kill_timer(a);
+	if (!r) {
+		gone(a);
+		return;
+	}
 	r->agent = 0;
-	sr__run_stop_kill_timer(r);
 	sr__run_fail(r, "agent_failed", "the agent's process failed: %s",
 		     message ? message : sr__strerror(status));
 	sr__run_landed(r);
@@ -258,9 +314,14 @@ static void on_fs_request(sr__run *r, json_t *id, const char *method,
 static void on_agent_request(void *ud, json_t *id, const char *method,
 			     json_t *params)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
+	sr__run *r = a->run;
 	char msg[200];
 
+	if (!r) {
+		sr__acp_respond_error(a->acp, id, -32603, "no turn is going on");
+		return;
+	}
 	if (strcmp(method, "session/request_permission") == 0) {
 		sr__run_on_permission_request(r, id, params);
 	} else if (strcmp(method, "fs/read_text_file") == 0 ||
@@ -274,9 +335,10 @@ static void on_agent_request(void *ud, json_t *id, const char *method,
 
 static void on_agent_notification(void *ud, const char *method, json_t *params)
 {
-	sr__run *r = ud;
+	sr__agent *a = ud;
+	sr__run *r = a->run;
 
-	if (strcmp(method, "session/update") == 0)
+	if (r && strcmp(method, "session/update") == 0)
 		sr__run_on_update(r, json_object_get(params, "update"));
 }
 
@@ -302,7 +364,7 @@ static void on_prompt(void *ud, json_t *result, json_t *error, const char *messa
 	sr__run_end_turn(r, reason ? reason : "end_turn");
 }
 
-static void prompt(sr__run *r)
+void sr__run_prompt(sr__run *r)
 {
 	json_t *params;
 
@@ -324,7 +386,7 @@ static void on_set_mode(void *ud, json_t *result, json_t *error, const char *mes
 	if (error || message)
 		sr__log(SR_LOG_WARN, "run", "session/set_mode: %s",
 			message ? message : json_string_value(json_object_get(error, "message")));
-	prompt(r);
+	sr__run_prompt(r);
 }
 
 /* Switch to the harness's mode when the session offers it. */
@@ -347,7 +409,7 @@ static void set_mode_then_prompt(sr__run *r, json_t *modes)
 				return;
 			}
 	}
-	prompt(r);
+	sr__run_prompt(r);
 }
 
 static void on_session(void *ud, json_t *result, json_t *error, const char *message)
@@ -380,7 +442,7 @@ static void on_initialize(void *ud, json_t *result, json_t *error, const char *m
 {
 	sr__run *r = ud;
 	json_t *caps = json_object_get(result, "agentCapabilities");
-	json_t *rj, *servers, *params;
+	json_t *servers, *params;
 	const char *method;
 
 	if (r->phase >= SR__RUN_STOPPING)
@@ -393,9 +455,7 @@ static void on_initialize(void *ud, json_t *result, json_t *error, const char *m
 	}
 	sr__run_timing(r, "probe_capabilities");
 	r->load_session = json_is_true(json_object_get(caps, "loadSession"));
-	rj = sr__run_json(r);
-	servers = sr__harness_mcp_servers(r->harness, rj);
-	json_decref(rj);
+	servers = json_incref(r->mcp_servers);
 	if (r->resumed && r->load_session && r->acp_session) {
 		method = "session/load";
 		r->loading = 1;
@@ -451,6 +511,111 @@ static char *command_in_sandbox(sr__run *r, const char *cmd)
 	return out;
 }
 
+/* What the agent was started with and its session set up with: an agent
+ * is reused for a turn only when all of it is the same (the credentials
+ * are in env: a changed key means a new agent). */
+static void fingerprint(sr__run *r, const char *const *argv, json_t *paths, char out[65])
+{
+	json_t *args = json_array(), *all;
+	char *text;
+
+	out[0] = 0;
+	for (size_t i = 0; argv[i]; i++)
+		json_array_append_new(args, json_string(argv[i]));
+	all = json_pack("{s:o, s:O, s:s, s:O, s:O, s:s}", "argv", args, "env", r->env, "cwd",
+			r->workspace, "paths", paths, "mcp", r->mcp_servers, "harness",
+			r->harness->desc->name);
+	text = all ? json_dumps(all, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	if (text)
+		sr__sha256_hex(text, strlen(text), out);
+	free(text);
+	json_decref(all);
+}
+
+/* The session's agent, alive from the last turn and started the same
+ * way: this turn goes straight to session/prompt. */
+static void adopt(sr__run *r, sr__agent *a)
+{
+	sr__agent_watch(a, NULL, NULL);
+	a->run = r;
+	r->ag = a;
+	r->acp = a->acp;
+	r->agent = 1;
+	r->inflight++; /* its exit lands */
+	r->load_session = a->load_session;
+	free(r->acp_session);
+	r->acp_session = a->acp_session;
+	a->acp_session = NULL;
+	sr__run_emit(r, json_pack("{s:s, s:s, s:b}", "type", "agent.starting", "harness",
+			  r->harness->desc->name, "warm", 1));
+	sr__run_timing(r, "create_session");
+	sr__run_prompt(r);
+}
+
+/* The agent the run holds for the pool, or got from it, exited. */
+static void on_kept_gone(void *ud)
+{
+	((sr__run *)ud)->kept = NULL;
+}
+
+static void on_warm_gone(void *ud)
+{
+	((sr__run *)ud)->warm_agent = NULL;
+}
+
+void sr__run_watch_warm_agent(sr__run *r)
+{
+	if (r->warm_agent)
+		sr__agent_watch(r->warm_agent, on_warm_gone, r);
+}
+
+/* Stopping after a clean turn: the agent lives on with the sandbox in the
+ * warm pool when nothing else of the run involves it. */
+int sr__run_keep_agent(sr__run *r)
+{
+	sr__agent *a = r->ag;
+
+	if (!r->o.pool || !a || !r->agent || a->exited || a->signalled || r->shutdown ||
+	    r->exit_code != SR_RUN_EXIT_OK || !r->acp_session || r->inflight != 1 ||
+	    sr__acp_pending(a->acp) || r->perms || !r->sandbox_id)
+		return 0;
+	if (!r->reserved && !(r->reserved = sr__pool_reserve(r->o.pool)))
+		return 0;
+	if (!(a->acp_session = strdup(r->acp_session)))
+		return 0;
+	a->load_session = r->load_session;
+	a->run = NULL;
+	r->ag = NULL;
+	r->acp = NULL;
+	r->agent = 0;
+	r->inflight--;
+	r->kept = a;
+	sr__agent_watch(a, on_kept_gone, r);
+	return 1;
+}
+
+void sr__run_free_agents(sr__run *r, int all)
+{
+	if (all && r->ag) {
+		/* Its exit came (the run waits for it), or the run never got
+		 * as far as starting it. */
+		if (r->ag->exited || !r->agent)
+			agent_free(r->ag);
+		else
+			sr__agent_stop(r->ag, NULL, NULL);
+		r->ag = NULL;
+		r->acp = NULL;
+	}
+	if (r->kept)
+		sr__agent_stop(r->kept, NULL, NULL);
+	if (r->warm_agent)
+		sr__agent_stop(r->warm_agent, NULL, NULL);
+	r->kept = r->warm_agent = NULL;
+	if (r->reserved && r->o.pool)
+		sr__pool_unreserve(r->o.pool);
+	r->reserved = 0;
+}
+
 void sr__run_start_agent(sr__run *r)
 {
 	static const sr__acp_handlers h = { acp_write, on_agent_request,
@@ -460,7 +625,7 @@ void sr__run_start_agent(sr__run *r)
 	json_t *cmd = json_object_get(r->desc, "command");
 	const char **argv = calloc(json_array_size(cmd) + 1, sizeof(*argv));
 	sr_pair *env = calloc(json_array_size(r->env) + 1, sizeof(*env));
-	json_t *paths = host_paths(r);
+	json_t *paths = host_paths(r), *rj;
 	const char **hp = calloc(json_array_size(paths) + 1, sizeof(*hp));
 	sr_exec_spec spec = { sizeof(spec), argv, env, json_array_size(r->env), r->workspace,
 			      hp, json_array_size(paths) };
@@ -468,14 +633,20 @@ void sr__run_start_agent(sr__run *r)
 	json_t *v;
 	const char *first = json_string_value(json_array_get(cmd, 0));
 	char *cmd0 = first ? command_in_sandbox(r, first) : NULL;
+	sr__agent *a;
 	int rc;
 
 	sr__run_enter(r, SR__RUN_STARTING);
-	if (!argv || !env || !hp || (first && !cmd0)) {
+	rj = sr__run_json(r);
+	r->mcp_servers = sr__harness_mcp_servers(r->harness, rj);
+	json_decref(rj);
+	a = calloc(1, sizeof(*a));
+	if (!argv || !env || !hp || (first && !cmd0) || !r->mcp_servers || !a) {
 		free(argv);
 		free(env);
 		free(hp);
 		free(cmd0);
+		free(a);
 		json_decref(paths);
 		sr__run_fail(r, "agent_not_started", "cannot start the agent: out of memory");
 		return;
@@ -490,13 +661,39 @@ void sr__run_start_agent(sr__run *r)
 		env[i].name = json_string_value(json_object_get(v, "name"));
 		env[i].value = json_string_value(json_object_get(v, "value"));
 	}
-	r->acp = sr__acp_new(r->ctx->loop, &h, r);
-	r->chan = sr__next_req();
-	if (!r->acp)
+	if (argv[0])
+		fingerprint(r, argv, paths, a->fp);
+	if (r->warm_agent) {
+		sr__agent *w = r->warm_agent;
+		r->warm_agent = NULL;
+		if (a->fp[0] && strcmp(w->fp, a->fp) == 0 && r->acp_session && w->acp_session &&
+		    strcmp(w->acp_session, r->acp_session) == 0) {
+			free(argv);
+			free(env);
+			free(hp);
+			free(cmd0);
+			free(a);
+			json_decref(paths);
+			adopt(r, w);
+			return;
+		}
+		/* Started otherwise (another key, other tools): a new one. */
+		sr__log(SR_LOG_INFO, "run", "session %s: the warm agent was started otherwise; "
+			"starting a new one", r->session);
+		sr__agent_stop(w, NULL, NULL);
+	}
+	a->ctx = r->ctx;
+	a->provider = r->provider;
+	a->run = r;
+	a->acp = sr__acp_new(r->ctx->loop, &h, a);
+	a->chan = sr__next_req();
+	r->ag = a;
+	r->acp = a->acp;
+	if (!a->acp)
 		rc = SR_ENOMEM;
 	else
-		rc = argv[0] && hp ? sr__provider_exec(r->provider, r->chan, r->sandbox_id,
-						       &spec, &cbs, r) : SR_EINVAL;
+		rc = argv[0] && hp ? sr__provider_exec(r->provider, a->chan, r->sandbox_id,
+						       &spec, &cbs, a) : SR_EINVAL;
 	free(argv);
 	free(env);
 	free(hp);

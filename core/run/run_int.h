@@ -34,6 +34,7 @@ enum sr__run_phase {
 };
 
 typedef struct sr__run_perm sr__run_perm;
+typedef struct sr__agent sr__agent;
 typedef struct sr__mcp_lookups sr__mcp_lookups;
 
 struct sr__run {
@@ -85,11 +86,14 @@ struct sr__run {
 	size_t file_index;
 	json_t *env;             /* the adapter's environment */
 	/* The agent. */
-	sr__acp *acp;
-	uint64_t chan;           /* its channel (exec req) */
-	int agent;               /* the channel is open */
-	int agent_signalled;     /* SIGTERM sent on stopping */
-	uv_timer_t *kill_timer;
+	struct sr__agent *ag;    /* its process and ACP connection, while
+				  * this run owns it */
+	sr__acp *acp;            /* ag's, borrowed */
+	int agent;               /* its channel is open: the exit is due */
+	struct sr__agent *warm_agent; /* from the pool, not yet adopted */
+	struct sr__agent *kept;  /* left alive at the end, for the pool */
+	int reserved;            /* a place in the pool is held for it */
+	json_t *mcp_servers;     /* the ACP session's mcpServers */
 	char *acp_session;
 	int load_session;        /* the agent can session/load */
 	int loading;             /* session/load sent: updates are history */
@@ -143,11 +147,38 @@ void sr__run_prepare_remote_tools(sr__run *r, void (*next)(sr__run *r));
 
 /* run_agent.c */
 void sr__run_start_agent(sr__run *r);
+/* session/prompt, on a session that is set up. */
+void sr__run_prompt(sr__run *r);
 /* Stopping: stdin closed, SIGTERM, SIGKILL after 3 s (once). */
 void sr__run_stop_agent(sr__run *r);
 /* Cancelling: session/cancel; SIGKILL after 5 s unless the turn ends. */
 void sr__run_cancel_agent(sr__run *r);
-void sr__run_stop_kill_timer(sr__run *r);
+/* Stopping, when the agent may live on in the warm pool: it leaves the
+ * run (into r->kept) with a place reserved. 1 when it did. */
+int sr__run_keep_agent(sr__run *r);
+/* r->warm_agent is cleared if it exits before the run adopts it. */
+void sr__run_watch_warm_agent(sr__run *r);
+/* The agents the run holds for the pool stopped, its place released;
+ * all: its own agent too (freed, or stopped when it still runs). */
+void sr__run_free_agents(sr__run *r, int all);
+
+/* The agent's process and ACP connection. A run owns it for a turn; the
+ * warm pool holds it between turns (run NULL). */
+struct sr__agent {
+	sr__ctx *ctx;
+	sr__plugin *provider;
+	uint64_t chan;           /* its channel (exec req) */
+	sr__acp *acp;
+	sr__run *run;            /* the turn it serves; NULL between turns */
+	int exited;              /* the channel ended */
+	int signalled;           /* stdin closed, SIGTERM sent */
+	uv_timer_t *kill_timer;
+	char fp[65];             /* its command, environment and session */
+	char *acp_session;       /* between turns: its ACP session */
+	int load_session;
+	void (*gone)(void *ud);  /* between turns: it exited */
+	void *gone_ud;
+};
 
 /* run_perm.c */
 void sr__run_on_permission_request(sr__run *r, json_t *id, json_t *params);

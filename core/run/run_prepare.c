@@ -449,17 +449,19 @@ void sr__run_acquire(sr__run *r)
 				  r->sandbox_id, "reason",
 				  "the credentials changed since the last turn: a fresh sandbox gets them"));
 		if (r->o.pool)
-			sr__pool_drop(r->o.pool, r->session);
+			sr__pool_drop(r->o.pool, r->session); /* stops its agent */
 		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
 					  on_replaced, r);
 		sr__run_started(r, rc, "sandbox_failed", "cannot remove the session's sandbox");
 		return;
 	}
 	if (r->resumed && r->o.pool &&
-	    (warm = sr__pool_take(r->o.pool, r->session, r->sandbox_id, r->o.network))) {
+	    (warm = sr__pool_take(r->o.pool, r->session, r->sandbox_id, r->o.network,
+				  &r->warm_agent))) {
 		/* Still running from the last turn: no provider call. */
 		sr_result res = { sizeof(res), SR_OK, NULL, warm, NULL, 0 };
 		r->warm = 1;
+		sr__run_watch_warm_agent(r);
 		rc = sr__complete_later(r->ctx->loop, on_sandbox, r, &res);
 		free(warm);
 		sr__run_started(r, rc, "sandbox_unavailable", "cannot take the warm sandbox");

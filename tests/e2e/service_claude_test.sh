@@ -3,7 +3,9 @@
 # API, on the local provider: a run with platform tools whose 'ask' tool is
 # answered over the API, the model key given in the request (not in
 # sandrund's environment) and never shown in an event, then a second turn
-# on the session with another key, resumed with session/load.
+# on the session with another key, resumed with session/load (a new
+# agent: the key is part of how it was started), and a third with the
+# same key on the agent the warm pool kept running.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 command -v node >/dev/null || missing "node is not installed"
 command -v curl >/dev/null || missing "curl is not installed"
@@ -30,8 +32,9 @@ cat >"$T/tools.json" <<JSON
  {"name":"careful","description":"Needs approval","permission":"ask",
   "input_schema":{"type":"object","properties":{}},"callback":{"url":"$CB_URL"}}]
 JSON
-printf '[%s,%s,{"text":"all done"},{"text":"second turn ok"}]\n' \
-	"$(call echo '{"text":"through the service"}')" "$(call careful '{}')" >"$T/script.json"
+printf '[%s,%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"third turn ok"}]\n' \
+	"$(call echo '{"text":"through the service"}')" "$(call careful '{}')" \
+	"$(call echo '{"text":"from the warm agent"}')" >"$T/script.json"
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
@@ -96,6 +99,21 @@ grep_in "resumed with session/load" "$T/ev2" '"method":"session/load"'
 grep_in "turn 2 answers" "$T/ev2" '"type":"agent.message","text":"second turn ok"'
 tail -n +"$((n + 1))" "$T/model.ndjson" | grep '"kind":"main"' | grep -q "\"key_sha256\":\"$(sha256 "$KEY2")\"" &&
 	ok "turn 2's model calls used turn 2's key" || fail "turn 2's model calls used turn 2's key"
+
+# Turn 3 with the same key, tools and model: the agent of turn 2 is still
+# running in the warm pool, and the turn goes straight to session/prompt.
+curl -s -N -H "$AUTH" --data "$body" "$URL/v1/runs" >"$T/ev3"
+grep_in "turn 3 on the session" "$T/ev3" '"type":"run.started".*"turn":3'
+grep_in "in the warm sandbox" "$T/ev3" '"how":"warm"'
+grep_in "with the agent of turn 2, still running" "$T/ev3" '"type":"agent.starting","harness":"claude","warm":true'
+grep -q '"type":"agent.session"' "$T/ev3" && fail "... no initialize, no session/load" ||
+	ok "... no initialize, no session/load"
+grep_in "its platform tool still goes through the relay" "$T/ev3" '"type":"tool.result".*"tool":"echo","status":"ok"'
+test "$(grep -c ' echo$' "$CB_LOG")" -eq 2 && ok "the tool ran once more" || fail "the tool ran once more"
+grep_in "turn 3 answers" "$T/ev3" '"type":"agent.message","text":"third turn ok"'
+echo "# warm turn: stages before the prompt took $(node -e 'const ev = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
+	console.log(ev.filter(e => e.type === "timing" && e.stage !== "turn").map(e => e.stage + " " + e.ms + " ms").join(", "))' "$T/ev3")"
 kill -TERM $svc
 wait $svc && ok "sandrund stops cleanly" || fail "sandrund stops cleanly"
+grep_in "the warm agent is stopped with the service" "$T/svc.log" "parking the 1 warm sandboxes stopped"
 finish

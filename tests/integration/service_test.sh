@@ -186,6 +186,9 @@ provider_calls >"$T/calls-before"
 api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
 grep_in "a second turn on the session" "$T/body" '"type":"run.started".*"turn":2'
 grep_in "in the same sandbox, still running in the warm pool" "$T/body" '"how":"warm"'
+grep_in "with the same agent, still running" "$T/body" '"type":"agent.starting","harness":"claude","warm":true'
+grep -q '"type":"agent.session"' "$T/body" && fail "... no new ACP session" || ok "... no new ACP session"
+grep_in "the warm agent answers the prompt" "$T/body" '"type":"agent.message","text":"hello from the fake agent"'
 provider_calls >"$T/calls-after"
 if [ -s "$T/calls-before" ] && cmp -s "$T/calls-before" "$T/calls-after"; then
 	ok "the warm turn made no provider call to acquire or release its sandbox"

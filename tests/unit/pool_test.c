@@ -47,6 +47,24 @@ static void counts(sr__pool *p, unsigned running, unsigned stopped)
 
 /* It may come in the loop's timers phase: uv_run(UV_RUN_ONCE) would then
  * block in poll until the next timer. */
+/* sr__pool_put with a place reserved first, as a run does; 0 when none
+ * is free (or put fails). */
+static int put(sr__pool *p, const char *session, const char *sandbox, const char *acquired)
+{
+	if (!sr__pool_reserve(p))
+		return 0;
+	return sr__pool_put(p, rude, session, sandbox, acquired, SR_NET_OPEN, NULL);
+}
+
+static char *take(sr__pool *p, const char *session, const char *sandbox, int network)
+{
+	struct sr__agent *agent = (struct sr__agent *)&agent;
+	char *acquired = sr__pool_take(p, session, sandbox, network, &agent);
+
+	cr_assert_null(agent, "no agent was kept");
+	return acquired;
+}
+
 static void closed(void *ud)
 {
 	(*(int *)ud)++;
@@ -124,14 +142,14 @@ Test(pool, a_warm_sandbox_is_taken_once_with_the_same_answer)
 	sr__pool *p = sr__pool_new(&ctx, 60, 2, 0);
 	char *a;
 
-	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{\"id\":\"sb-a\"}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{\"id\":\"sb-a\"}"), 1);
 	counts(p, 1, 0);
-	cr_assert_null(sr__pool_take(p, "ses-b", "sb-a", SR_NET_OPEN), "another session's");
-	a = sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN);
+	cr_assert_null(take(p, "ses-b", "sb-a", SR_NET_OPEN), "another session's");
+	a = take(p, "ses-a", "sb-a", SR_NET_OPEN);
 	cr_assert_str_eq(a, "{\"id\":\"sb-a\"}");
 	free(a);
 	counts(p, 0, 0);
-	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN), "taken once");
+	cr_assert_null(take(p, "ses-a", "sb-a", SR_NET_OPEN), "taken once");
 	close_pool(p);
 }
 
@@ -139,21 +157,28 @@ Test(pool, capacity_is_strict)
 {
 	sr__pool *p = sr__pool_new(&ctx, 60, 1, 0);
 
-	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 0);
-	cr_assert(strstr(t_log_text(), "session ses-b: the warm pool is full (max_warm 1)"),
-		  "%s", t_log_text());
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
+	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 0);
+	cr_assert(strstr(t_log_text(), "the warm pool is full (max_warm 1)"), "%s", t_log_text());
 	counts(p, 1, 0);
 	/* A place freed is a place again. */
 	cr_assert_eq(sr__pool_drop(p, "ses-a"), 1);
 	cr_assert_eq(sr__pool_drop(p, "ses-a"), 0);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 1);
 	/* Nothing is kept running with no live window, or without an answer
 	 * to give back. */
 	sr__pool_configure(p, 0, 1, 0);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-c", "sb-c", "{}", SR_NET_OPEN), 0);
+	cr_assert_eq(put(p, "ses-c", "sb-c", "{}"), 0);
 	sr__pool_configure(p, 60, 5, 0);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-c", "sb-c", NULL, SR_NET_OPEN), 0);
+	cr_assert_eq(put(p, "ses-c", "sb-c", NULL), 0);
+	counts(p, 1, 0);
+	/* A reserved place counts (a turn ending with its agent kept), until
+	 * it is used or given back. */
+	sr__pool_configure(p, 60, 2, 0);
+	cr_assert_eq(sr__pool_reserve(p), 1);
+	counts(p, 2, 0);
+	cr_assert_eq(sr__pool_reserve(p), 0);
+	sr__pool_unreserve(p);
 	counts(p, 1, 0);
 	close_pool(p);
 }
@@ -162,13 +187,13 @@ Test(pool, another_policy_or_sandbox_is_not_taken_warm)
 {
 	sr__pool *p = sr__pool_new(&ctx, 60, 4, 0);
 
-	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
 	/* The turn wants no network: the provider's reconnect converges it. */
-	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OFF));
+	cr_assert_null(take(p, "ses-a", "sb-a", SR_NET_OFF));
 	counts(p, 0, 0);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 1);
 	/* The session names another sandbox: the warm one is parked stopped. */
-	cr_assert_null(sr__pool_take(p, "ses-b", "sb-other", SR_NET_OPEN));
+	cr_assert_null(take(p, "ses-b", "sb-other", SR_NET_OPEN));
 	counts(p, 0, 0);
 	until_logged("session ses-b: sandbox sb-b parked stopped");
 	close_pool(p);
@@ -178,7 +203,7 @@ Test(pool, the_live_window_ends_parked_stopped_then_the_ttl_destroys)
 {
 	sr__pool *p = sr__pool_new(&ctx, 1, 4, 1);
 
-	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
 	until_logged("session ses-a: sandbox sb-a parked stopped (expired)");
 	/* rude's park answers later: then it waits for its TTL. */
 	for (int i = 0; i < 500; i++) {
@@ -204,7 +229,7 @@ Test(pool, a_turn_takes_a_stopped_sandbox_out_of_its_ttl)
 	sr__pool_parked(p, rude, "ses-a", "sb-a");
 	counts(p, 0, 1);
 	/* Stopped: the turn reconnects it through the provider. */
-	cr_assert_null(sr__pool_take(p, "ses-a", "sb-a", SR_NET_OPEN));
+	cr_assert_null(take(p, "ses-a", "sb-a", SR_NET_OPEN));
 	counts(p, 0, 0);
 	sr__pool_configure(p, 60, 4, 0);
 	sr__pool_parked(p, rude, "ses-b", "sb-b");
@@ -216,8 +241,8 @@ Test(pool, closing_parks_the_warm_sandboxes_stopped)
 {
 	sr__pool *p = sr__pool_new(&ctx, 60, 4, 3600);
 
-	cr_assert_eq(sr__pool_put(p, rude, "ses-a", "sb-a", "{}", SR_NET_OPEN), 1);
-	cr_assert_eq(sr__pool_put(p, rude, "ses-b", "sb-b", "{}", SR_NET_OPEN), 1);
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
+	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 1);
 	sr__pool_parked(p, rude, "ses-c", "sb-c");
 	counts(p, 2, 1);
 	close_pool(p);
