@@ -15,6 +15,7 @@
 //   slow:MS         "working..." then, MS milliseconds later, ends the turn
 //                   (cancel ends it at once with "cancelled")
 //   chatty:N        N message chunks ("chunk 1" ...), then ends the turn
+//   exit_after      ends the turn, then exits 200 ms later (between turns)
 //   prompt          each prompt's text names one of the modes above, so a
 //                   long-lived runner (sandrund) can drive several at once
 // Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
@@ -49,6 +50,12 @@ async function prompt(id, sessionId, text) {
     const o = r.result?.outcome;
     say(sessionId, `permission: ${o?.outcome === 'selected' ? o.optionId : o?.outcome ?? 'error'}`);
     send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode === 'exit_after') {
+    say(sessionId, 'leaving after this turn');
+    send({ id, result: { stopReason: 'end_turn' } });
+    setTimeout(() => process.exit(0), 200);
     return;
   }
   if (mode.startsWith('chatty:')) {

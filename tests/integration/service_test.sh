@@ -202,6 +202,18 @@ code "GET the session" 200
 	ok "the session's turn and sandbox" || fail "the session's turn and sandbox ($(cat "$T/body"))"
 SB=$(get "$T/body" sandbox)
 
+# An agent that exits between turns: the sandbox stays warm without it,
+# and the next turn starts a new one.
+api POST /v1/runs '{"prompt":"exit_after"}'
+SX=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
+for _ in $(seq 100); do grep -q "session $SX: the warm agent exited" "$T/svc.log" && break; sleep 0.05; done
+grep_in "an agent that exits while warm is noticed" "$T/svc.log" "session $SX: the warm agent exited"
+api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SX\"}"
+grep_in "... its sandbox is still warm" "$T/body" '"how":"warm"'
+grep -q '"warm":true' "$T/body" && fail "... and a new agent is started" ||
+	ok "... and a new agent is started"
+grep_in "... which answers" "$T/body" '"type":"agent.message","text":"hello from the fake agent"'
+
 # ------------------------------------------------ a permission over the API
 start_run '{"prompt":"permission"}'
 code "wait=false: 202" 202
