@@ -1,6 +1,9 @@
 /* Session pointers: which sandbox and ACP session a sandrun session is
- * on, and how many turns it has had. Durable, one file each under
- * <state>/sessions, written with a compare-and-set on the turn index. */
+ * on, and how many turns it has had. Durable, in the SQLite database
+ * <state>/sandrun.db (the files of the earlier store, <state>/sessions,
+ * are imported once), written with a compare-and-set on the turn index
+ * that the database does. Each call opens its own connection: several
+ * processes may share a state directory. */
 #ifndef SR_CORE_SESSION_H
 #define SR_CORE_SESSION_H
 
@@ -15,7 +18,7 @@ int sr__session_load(const char *state_dir, const char *id, json_t **out);
 /* Write rec (its "turn" must be expected_turn + 1, else SR_EINVAL) only if
  * the stored record's turn is expected_turn (0: no record yet); SR_ESTATE
  * if another writer got there first; SR_EIO if the stored record cannot be
- * read (it is left as it is). Serialised by a lock file. */
+ * read (it is left as it is) or the database cannot be used (logged). */
 int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 		      int expected_turn);
 int sr__session_remove(const char *state_dir, const char *id);

@@ -128,7 +128,7 @@ for _ in $(seq 100); do [ -s "$T/model-retry.out" ] && break; sleep 0.05; done
 expect "a 503 on reconnect is transient (exit 75)" 75 $drive "$T/ev6" - - "$S" run --json \
 	--session "$session" --model-url "$(field url "$T/model-retry.out")" "once more"
 grep_in "run.failed says retryable" "$T/ev6" '"code":"sandbox_unavailable".*"retryable":true'
-test -f "$SANDRUN_RUNNER_STATE_DIR/sessions/$session.json" && ok "the session is kept" ||
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" get "$session" >/dev/null && ok "the session is kept" ||
 	fail "the session is kept"
 expect "the same turn again" 0 $drive "$T/ev7" - - "$S" run --json --session "$session" \
 	--model-url "$(field url "$T/model-retry.out")" "once more"
@@ -227,7 +227,7 @@ expect "sandbox list" 0 "$S" sandbox list
 grep_in "the run's sandbox is listed" "$T/out" "^$box .*$session"
 expect "janitor keeps what a session points at" 0 "$S" janitor --grace 0
 grep_in "kept" "$T/out" "^kept  *$box .*its session points at it"
-rm "$SANDRUN_RUNNER_STATE_DIR/sessions/$session.json"
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" rm "$session" || fail "the session is forgotten"
 expect "janitor deletes the rest" 0 "$S" janitor --grace 0
 grep_in "deleted" "$T/out" "^deleted  *$box"
 expect "nothing of this runner is left" 0 "$S" sandbox list --json

@@ -38,10 +38,14 @@ test -f "$boxes/$a/workspace/secret.txt" && ok "the file is in a's workspace on 
 mkdir -p "$T/state/sessions" "$T/state/relay/run-1"
 echo '{"sandbox":"sb-x"}' >"$T/state/sessions/ses-1.json"
 echo claimed >"$T/state/relay/run-1/call-1.claim"
+echo '{"session":"ses-00000000000000aa","sandbox":"sb-x","turn":1}' >"$T/pointer.json"
+"$SANDRUN_SESSION_TOOL" "$T/state" put ses-00000000000000aa "$T/pointer.json" ||
+	fail "a session pointer in the database"
 
 refused "another sandbox's workspace is out of sight" "$b" "cat '$boxes/$a/workspace/secret.txt'"
 refused "the sandboxes' root lists nothing else" "$b" "ls '$boxes' | grep -q '$a'"
 refused "session pointers are out of sight" "$b" "cat '$T/state/sessions/ses-1.json'"
+refused "the session database is out of sight" "$b" "cat '$T/state/sandrun.db'"
 refused "the relay journal is out of sight" "$b" "cat '$T/state/relay/run-1/call-1.claim'"
 refused "the journal claim cannot be deleted" "$b" "rm '$T/state/relay/run-1/call-1.claim'" -
 test -f "$T/state/relay/run-1/call-1.claim" && ok "the claim is still there" || fail "the claim is still there"

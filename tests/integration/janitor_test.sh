@@ -44,21 +44,22 @@ grep_in "the session's sandbox is kept" "$T/out" "^kept  *$box .*its session poi
 grep_in "the hand-made one is kept" "$T/out" "^kept  *$hand .*made by hand"
 
 # The run's pointer is lost (as when a run crashes before recording it).
-mv "$T/state/sessions/$session.json" "$T/session.json"
+"$SANDRUN_SESSION_TOOL" "$T/state" get "$session" >"$T/session.json" &&
+	"$SANDRUN_SESSION_TOOL" "$T/state" rm "$session" || fail "the pointer is taken away"
 expect "janitor --dry-run" 0 "$S" janitor --dry-run --grace 0
 grep_in "would delete the unpointed one" "$T/out" "^would delete  *$box .*no session points at it"
 grep_in "would delete exec's leftover" "$T/out" "^would delete  *$left "
 expect "list after the dry run" 0 "$S" sandbox list --json
 grep -q "$box" "$T/out" && grep -q "$left" "$T/out" && ok "a dry run deletes nothing" ||
 	fail "a dry run deletes nothing"
-mv "$T/session.json" "$T/state/sessions/$session.json"
+"$SANDRUN_SESSION_TOOL" "$T/state" put "$session" "$T/session.json" || fail "the pointer is put back"
 expect "janitor --grace 0 --json" 0 "$S" janitor --grace 0 --json
 grep_in "exec's leftover deleted" "$T/out" "\"id\":\"$left\",\"verdict\":\"deleted\""
 grep_in "the pointed one kept" "$T/out" "\"id\":\"$box\",\"verdict\":\"kept\""
 expect "list after the janitor" 0 "$S" sandbox list --json
 ! grep -q "$left" "$T/out" && grep -q "$box" "$T/out" && grep -q "$hand" "$T/out" &&
 	ok "exactly the leftover is gone" || fail "exactly the leftover is gone"
-rm "$T/state/sessions/$session.json"
+"$SANDRUN_SESSION_TOOL" "$T/state" rm "$session" || fail "the session is forgotten"
 expect "janitor after the session is gone" 0 "$S" janitor -g 0
 grep_in "deleted" "$T/out" "^deleted  *$box "
 expect "sandbox destroy" 0 "$S" sandbox destroy "$hand"

@@ -1,8 +1,11 @@
 /* Session pointers (core/run/session.c): ids, the compare-and-set on the turn
- * index, and records that cannot be read. */
+ * index, records that cannot be read, the database's schema and the import
+ * of the earlier store's files. */
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "harness.h"
 #include "core/run/session.h"
@@ -13,6 +16,20 @@ static const char id[] = "ses-0123456789abcdef";
 static void setup(void)
 {
 	dir = t_tmpdir();
+	t_log_capture();
+}
+
+/* Run sql on the state directory's database. */
+static void sql(const char *text)
+{
+	char path[4200];
+	sqlite3 *db;
+
+	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, text, NULL, NULL, NULL), SQLITE_OK, "%s: %s", text,
+		     sqlite3_errmsg(db));
+	sqlite3_close(db);
 }
 
 TestSuite(session, .init = setup);
@@ -92,36 +109,93 @@ Test(session, concurrent_writers_of_one_turn_have_one_winner)
 	cr_assert_eq(wins, 1, "%d writers won turn 1", wins);
 }
 
-Test(session, remove_forgets_and_keeps_the_lock)
+Test(session, remove_forgets)
 {
-	char lock[4200];
 	json_t *out;
 
 	cr_assert_eq(store(0, 1), SR_OK);
 	cr_assert_eq(sr__session_remove(dir, id), SR_OK);
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_ENOTFOUND);
 	cr_assert_eq(sr__session_remove(dir, id), SR_ENOTFOUND);
-	snprintf(lock, sizeof(lock), "%s/sessions/.%s.lock", dir, id);
-	cr_assert_eq(access(lock, F_OK), 0, "the lock file was unlinked");
 	cr_assert_eq(store(0, 1), SR_OK, "a fresh session after removal");
 }
 
 Test(session, an_unreadable_record_is_an_error_and_is_left_alone)
 {
-	char path[4200], buf[64] = "";
+	json_t *out;
+	char path[4200];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	cr_assert_eq(store(0, 1), SR_OK);
+	sql("UPDATE sessions SET record = '{\"turn\": 1, trunc'");
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
+	cr_assert_null(out);
+	cr_assert(strstr(t_log_text(), "its record does not read as JSON"), "%s", t_log_text());
+	cr_assert_eq(store(0, 1), SR_EIO, "a broken record was overwritten as if absent");
+	cr_assert_eq(store(1, 2), SR_EIO, "a broken record was overwritten");
+	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT record FROM sessions", -1, &st, NULL),
+		     SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "{\"turn\": 1, trunc");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+Test(session, a_file_that_is_not_a_database_is_an_error_and_is_left_alone)
+{
+	const char *path = t_write(dir, "sandrun.db", "these are not the pointers you want\n");
+	char buf[64] = "";
 	json_t *out;
 	FILE *f;
 
-	cr_assert_eq(store(0, 1), SR_OK);
-	snprintf(path, sizeof(path), "%s/sessions/%s.json", dir, id);
-	f = fopen(path, "w");
-	fputs("{\"turn\": 1, trunc", f);
-	fclose(f);
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
-	cr_assert_null(out);
-	cr_assert_eq(store(0, 1), SR_EIO, "a broken record was overwritten as if absent");
+	cr_assert_eq(store(0, 1), SR_EIO);
+	cr_assert_eq(sr__session_remove(dir, id), SR_EIO);
+	cr_assert(strstr(t_log_text(), "is not a SQLite database; it is left as it is"), "%s",
+		  t_log_text());
 	f = fopen(path, "r");
+	cr_assert_not_null(f);
 	cr_assert(fgets(buf, sizeof(buf), f));
 	fclose(f);
-	cr_assert_str_eq(buf, "{\"turn\": 1, trunc");
+	cr_assert_str_eq(buf, "these are not the pointers you want\n");
+}
+
+Test(session, a_newer_schema_is_refused)
+{
+	json_t *out;
+
+	cr_assert_eq(store(0, 1), SR_OK);
+	sql("PRAGMA user_version = 99");
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
+	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (1)"), "%s",
+		  t_log_text());
+}
+
+Test(session, the_earlier_stores_files_are_imported_once)
+{
+	char sessions[4200];
+	json_t *out;
+
+	snprintf(sessions, sizeof(sessions), "%s/sessions", dir);
+	cr_assert_eq(mkdir(sessions, 0700), 0);
+	t_write(sessions, "ses-0123456789abcdef.json",
+		"{\"session\":\"ses-0123456789abcdef\",\"sandbox\":\"sb-old\",\"turn\":3}");
+	t_write(sessions, "ses-00000000000000ff.json", "{\"turn\": trunc");
+	t_write(sessions, "notes.json", "{}");
+	t_write(sessions, ".ses-0123456789abcdef.lock", "");
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_OK, "%s", t_log_text());
+	cr_assert_str_eq(json_string_value(json_object_get(out, "sandbox")), "sb-old");
+	json_decref(out);
+	cr_assert(strstr(t_log_text(), "imported 1 session pointers"), "%s", t_log_text());
+	cr_assert(strstr(t_log_text(), "ses-00000000000000ff.json does not read as a session "
+			 "record; not imported (left as it is)"), "%s", t_log_text());
+	/* The compare-and-set goes on from the imported turn. */
+	cr_assert_eq(store(0, 1), SR_ESTATE);
+	cr_assert_eq(store(3, 4), SR_OK);
+	/* Once: a pointer removed later is not imported again. */
+	cr_assert_eq(sr__session_remove(dir, id), SR_OK);
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_ENOTFOUND);
 }

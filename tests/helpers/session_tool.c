@@ -1,0 +1,53 @@
+/* Session pointers from the shell, for the integration tests (the store
+ * is a SQLite database now, not files a test can move):
+ *   session_tool STATE_DIR get ID        the record on stdout (exit 1: none)
+ *   session_tool STATE_DIR rm ID         forget it
+ *   session_tool STATE_DIR put ID FILE   write FILE's record (its turn: the
+ *                                        next after the stored one, or 1)
+ * Through core/run/session.c, as sandrun does. */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/host/status.h"
+#include "core/run/session.h"
+
+int main(int argc, char **argv)
+{
+	json_t *rec = NULL;
+	int rc;
+
+	if (argc < 4 || (strcmp(argv[2], "put") == 0 && argc != 5)) {
+		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put ID [FILE]\n");
+		return 2;
+	}
+	if (strcmp(argv[2], "get") == 0) {
+		rc = sr__session_load(argv[1], argv[3], &rec);
+		if (rc == SR_OK) {
+			json_dumpf(rec, stdout, JSON_COMPACT);
+			putchar('\n');
+		}
+	} else if (strcmp(argv[2], "rm") == 0) {
+		rc = sr__session_remove(argv[1], argv[3]);
+	} else if (strcmp(argv[2], "put") == 0) {
+		if (!(rec = json_load_file(argv[4], 0, NULL))) {
+			fprintf(stderr, "session_tool: %s: not JSON\n", argv[4]);
+			return 2;
+		}
+		json_t *cur = NULL;
+		int turn = 0;
+		if (sr__session_load(argv[1], argv[3], &cur) == SR_OK)
+			turn = (int)json_integer_value(json_object_get(cur, "turn"));
+		json_decref(cur);
+		json_object_set_new(rec, "turn", json_integer(turn + 1));
+		rc = sr__session_store(argv[1], argv[3], rec, turn);
+	} else {
+		fprintf(stderr, "session_tool: unknown command '%s'\n", argv[2]);
+		return 2;
+	}
+	json_decref(rec);
+	if (rc != SR_OK)
+		fprintf(stderr, "session_tool: %s %s: %s\n", argv[2], argv[3], sr__strerror(rc));
+	return rc == SR_OK ? 0 : 1;
+}
