@@ -134,10 +134,16 @@ static void unlink_entry(sr__pool *p, entry *e)
 		}
 	}
 	e->next = NULL;
+}
+
+/* Counted neither running nor stopped any more: busy, or on its way out. */
+static void count_out(sr__pool *p, entry *e)
+{
 	if (e->state == E_RUNNING)
 		p->running--;
 	else if (e->state == E_STOPPED)
 		p->stopped--;
+	e->state = E_BUSY;
 }
 
 static void on_agent_stopped(void *ud)
@@ -171,11 +177,42 @@ static void stop_agent(sr__pool *p, entry *e)
 static void drop_entry(sr__pool *p, entry *e)
 {
 	stop_agent(p, e);
+	count_out(p, e);
 	unlink_entry(p, e);
-	e->state = E_BUSY; /* counted nowhere any more */
 	uv_timer_stop(&e->timer);
 	p->pending++;
 	uv_close((uv_handle_t *)&e->timer, on_entry_closed);
+}
+
+/* Out of the pool: a busy one (a provider call due) when its call
+ * answers, any other now. */
+static void let_go(sr__pool *p, entry *e)
+{
+	if (e->state == E_BUSY) {
+		unlink_entry(p, e);
+		e->orphan = 1;
+	} else {
+		drop_entry(p, e);
+	}
+}
+
+/* A teardown is over (or could not start): the entry goes. */
+static void torn_down(sr__pool *p, entry *e)
+{
+	if (e->orphan) {
+		/* Already out of the list: close its timer and free it. */
+		p->pending++;
+		uv_close((uv_handle_t *)&e->timer, on_entry_closed);
+	} else {
+		drop_entry(p, e);
+	}
+	check_closed(p);
+}
+
+static void left_to_janitor(const entry *e, const char *why)
+{
+	sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s: %s (`sandrun janitor` finds what "
+		"is left)", e->session, e->sandbox, why);
 }
 
 static entry *find(sr__pool *p, const char *session)
@@ -186,21 +223,6 @@ static entry *find(sr__pool *p, const char *session)
 	return NULL;
 }
 
-/* The session forgets a sandbox that no longer exists. */
-static void forget_pointer(sr__pool *p, const char *session, const char *sandbox)
-{
-	const char *state = sr__ctx_state_dir(p->ctx);
-	json_t *rec = NULL;
-	const char *sb;
-
-	if (!state || sr__session_load(state, session, &rec) != SR_OK)
-		return;
-	sb = json_string_value(json_object_get(rec, "sandbox"));
-	if (sb && strcmp(sb, sandbox) == 0)
-		sr__session_remove(state, session);
-	json_decref(rec);
-}
-
 static void on_timer(uv_timer_t *t);
 
 static void on_answered(entry *e, const sr_result *res, int destroyed)
@@ -208,21 +230,14 @@ static void on_answered(entry *e, const sr_result *res, int destroyed)
 	sr__pool *p = e->pool;
 
 	p->pending--;
-	if (res->status == SR_ENOTFOUND || (destroyed && res->status == SR_OK))
-		forget_pointer(p, e->session, e->sandbox);
+	/* The session forgets a sandbox that no longer exists. */
+	if ((res->status == SR_ENOTFOUND || (destroyed && res->status == SR_OK)) &&
+	    sr__ctx_state_dir(p->ctx))
+		sr__session_forget_sandbox(sr__ctx_state_dir(p->ctx), e->session, e->sandbox);
 	if (res->status != SR_OK && res->status != SR_ENOTFOUND)
-		sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s: %s (`sandrun janitor` "
-			"finds what is left)", e->session, e->sandbox,
-			res->message ? res->message : sr__strerror(res->status));
+		left_to_janitor(e, res->message ? res->message : sr__strerror(res->status));
 	if (e->orphan || destroyed || res->status != SR_OK || p->closing || !p->ttl_s) {
-		if (e->orphan) {
-			/* Already out of the list: close its timer and free it. */
-			p->pending++;
-			uv_close((uv_handle_t *)&e->timer, on_entry_closed);
-		} else {
-			drop_entry(p, e);
-		}
-		check_closed(p);
+		torn_down(p, e);
 		return;
 	}
 	/* Parked stopped: destroyed after the TTL unless a turn takes it. */
@@ -247,11 +262,7 @@ static void tear_down(sr__pool *p, entry *e, enum sr__teardown why)
 	enum sr__disposition d = sr__teardown_disposition(why, 0);
 	int rc;
 
-	if (e->state == E_RUNNING)
-		p->running--;
-	else if (e->state == E_STOPPED)
-		p->stopped--;
-	e->state = E_BUSY;
+	count_out(p, e);
 	uv_timer_stop(&e->timer);
 	stop_agent(p, e);
 	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s %s (%s)", e->session, e->sandbox,
@@ -265,15 +276,8 @@ static void tear_down(sr__pool *p, entry *e, enum sr__teardown why)
 		p->pending++;
 		return;
 	}
-	sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s: %s (`sandrun janitor` finds "
-		"what is left)", e->session, e->sandbox, sr__strerror(rc));
-	if (e->orphan) {
-		p->pending++;
-		uv_close((uv_handle_t *)&e->timer, on_entry_closed);
-	} else {
-		drop_entry(p, e);
-	}
-	check_closed(p);
+	left_to_janitor(e, sr__strerror(rc));
+	torn_down(p, e);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -319,17 +323,12 @@ static void release_session(sr__pool *p, const char *session, const char *keep)
 
 	if (!e)
 		return;
-	if (e->state == E_BUSY) {
+	if (e->state == E_RUNNING && (!keep || strcmp(e->sandbox, keep) != 0)) {
 		unlink_entry(p, e);
-		e->orphan = 1;
-	} else if (e->state == E_RUNNING && (!keep || strcmp(e->sandbox, keep) != 0)) {
-		unlink_entry(p, e);
-		e->state = E_RUNNING; /* tear_down counts it out; unlink did */
-		p->running++;
 		e->orphan = 1;
 		tear_down(p, e, SR__TD_EXPIRED);
 	} else {
-		drop_entry(p, e);
+		let_go(p, e);
 	}
 }
 
@@ -415,12 +414,7 @@ int sr__pool_drop(sr__pool *p, const char *session)
 
 	if (!e)
 		return 0;
-	if (e->state == E_BUSY) {
-		unlink_entry(p, e);
-		e->orphan = 1;
-	} else {
-		drop_entry(p, e);
-	}
+	let_go(p, e);
 	return 1;
 }
 

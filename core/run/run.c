@@ -147,20 +147,6 @@ void sr__run_refuse_late(sr__run *r, const char *code, const char *msg)
 
 /* ----------------------------------------------------------- release */
 
-/* A pointer that still names sandbox: removed (the sandbox is gone). */
-static void forget_pointer(sr__run *r, const char *state)
-{
-	json_t *rec = NULL;
-	const char *sb;
-
-	if (sr__session_load(state, r->session, &rec) != SR_OK)
-		return;
-	sb = json_string_value(json_object_get(rec, "sandbox"));
-	if (sb && strcmp(sb, r->sandbox_id) == 0)
-		sr__session_remove(state, r->session);
-	json_decref(rec);
-}
-
 static void on_released(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
@@ -173,7 +159,7 @@ static void on_released(void *ud, const sr_result *res)
 	 * exists (a provider deletes what it could not park): the session
 	 * must not point at it. */
 	if (res->status == SR_ENOTFOUND && state)
-		forget_pointer(r, state);
+		sr__session_forget_sandbox(state, r->session, r->sandbox_id);
 	sr__run_landed(r);
 }
 

@@ -162,19 +162,29 @@ static void gone(sr__agent *a)
 		fn(ud);
 }
 
-/* The channel ended: its callback was due since exec. */
-static void on_agent_exit(void *ud, int status, int sig)
+/* The channel ended: the run that owns the agent, whose exit was due, or
+ * NULL (one no run owns is gone and freed). */
+static sr__run *ended(sr__agent *a)
 {
-	sr__agent *a = ud;
 	sr__run *r = a->run;
 
 	a->exited = 1;
 	stop_kill_timer(a);
 	if (!r) {
 		gone(a);
-		return;
+		return NULL;
 	}
 	r->agent = 0;
+	return r;
+}
+
+/* The channel ended: its callback was due since exec. */
+static void on_agent_exit(void *ud, int status, int sig)
+{
+	sr__run *r = ended(ud);
+
+	if (!r)
+		return;
 	if (r->phase == SR__RUN_CANCELLING)
 		sr__run_end_turn(r, "cancelled");
 	else if (sig)
@@ -190,16 +200,10 @@ static void on_agent_exit(void *ud, int status, int sig)
  * channel was lost (a remote provider). */
 static void on_agent_failed(void *ud, int status, const char *message)
 {
-	sr__agent *a = ud;
-	sr__run *r = a->run;
+	sr__run *r = ended(ud);
 
-	a->exited = 1;
-	stop_kill_timer(a);
-	if (!r) {
-		gone(a);
+	if (!r)
 		return;
-	}
-	r->agent = 0;
 	sr__run_fail(r, "agent_failed", "the agent's process failed: %s",
 		     message ? message : sr__strerror(status));
 	sr__run_landed(r);

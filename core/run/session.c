@@ -125,6 +125,10 @@ static int migrate(sqlite3 *db, const char *state)
 	/* Current already (the usual case): no write lock. */
 	if ((rc = schema_version(db, &version)) != SR_OK || version == SCHEMA_VERSION)
 		return rc;
+	/* WAL (lasting, set once, outside a transaction): readers go on while
+	 * a writer writes. */
+	if (sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK)
+		return db_error(db, "cannot set the journal mode");
 	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		return db_error(db, "cannot lock the database");
 	rc = schema_version(db, &version);
@@ -174,10 +178,9 @@ static sqlite3 *open_db(const char *state)
 		return NULL;
 	}
 	/* Writers wait for each other (several runners on one state
-	 * directory); WAL lets readers go on meanwhile. */
+	 * directory). */
 	sqlite3_busy_timeout(db, 10000);
-	if (sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK ||
-	    migrate(db, state) != SR_OK) {
+	if (migrate(db, state) != SR_OK) {
 		if (sqlite3_errcode(db) == SQLITE_NOTADB)
 			sr__log(SR_LOG_ERROR, "session", "%s is not a SQLite database; it is left "
 				"as it is (move it away to start afresh)", path);
@@ -312,7 +315,9 @@ out:
 	return rc;
 }
 
-int sr__session_remove(const char *state_dir, const char *id)
+/* DELETE sql (?1 the id, ?2 sandbox when not NULL) for session id. */
+static int delete_where(const char *state_dir, const char *id, const char *sql,
+			const char *sandbox)
 {
 	sqlite3_stmt *st;
 	sqlite3 *db;
@@ -320,11 +325,12 @@ int sr__session_remove(const char *state_dir, const char *id)
 
 	if (!(db = open_for(state_dir, id, &rc)))
 		return rc;
-	if (sqlite3_prepare_v2(db, "DELETE FROM sessions WHERE id = ?1", -1, &st, NULL) !=
-	    SQLITE_OK) {
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
 		rc = db_error(db, "cannot remove a session");
 	} else {
 		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		if (sandbox)
+			sqlite3_bind_text(st, 2, sandbox, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) != SQLITE_DONE)
 			rc = db_error(db, "cannot remove a session");
 		else
@@ -333,4 +339,17 @@ int sr__session_remove(const char *state_dir, const char *id)
 	}
 	sqlite3_close(db);
 	return rc;
+}
+
+int sr__session_remove(const char *state_dir, const char *id)
+{
+	return delete_where(state_dir, id, "DELETE FROM sessions WHERE id = ?1", NULL);
+}
+
+int sr__session_forget_sandbox(const char *state_dir, const char *id, const char *sandbox)
+{
+	/* One statement: no turn recorded in between is lost. */
+	return delete_where(state_dir, id, "DELETE FROM sessions WHERE id = ?1 AND "
+			    "json_valid(record) AND json_extract(record, '$.sandbox') = ?2",
+			    sandbox);
 }

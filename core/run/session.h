@@ -22,5 +22,9 @@ int sr__session_load(const char *state_dir, const char *id, json_t **out);
 int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 		      int expected_turn);
 int sr__session_remove(const char *state_dir, const char *id);
+/* Remove id's pointer only if it still names sandbox (which is gone):
+ * SR_OK, or SR_ENOTFOUND when it names another or there is none. */
+int sr__session_forget_sandbox(const char *state_dir, const char *id,
+			       const char *sandbox);
 
 #endif

@@ -46,15 +46,8 @@ static sr__plugin *started(int kind, const char *name)
 
 static void setup(void)
 {
-	char conf[1024];
-
-	cr_assert_not_null(getenv("SANDRUN_TEST_PLUGINS"), "run under make check");
 	dir = t_tmpdir();
-	t_log_capture();
-	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s\n", dir,
-		 getenv("SANDRUN_TEST_PLUGINS"));
-	cr_assert_eq(sr__ctx_init(&ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
-		     SR_OK);
+	t_ctx_with_test_plugins(&ctx, dir);
 }
 
 static void teardown(void)

@@ -59,6 +59,20 @@ static inline void t_guard_fired(uv_timer_t *t)
 	cr_assert_fail("timed out waiting for an operation");
 }
 
+/* ctx on the default loop with state under dir and the test plugins
+ * (tests/plugins) as its plugin directory; the log captured. */
+static inline void t_ctx_with_test_plugins(sr__ctx *ctx, const char *dir)
+{
+	char conf[1024];
+
+	cr_assert_not_null(getenv("SANDRUN_TEST_PLUGINS"), "run under make check");
+	t_log_capture();
+	snprintf(conf, sizeof(conf), "[runner]\nstate_dir = %s/state\nplugin_dir = %s\n", dir,
+		 getenv("SANDRUN_TEST_PLUGINS"));
+	cr_assert_eq(sr__ctx_init(ctx, uv_default_loop(), t_write(dir, "sandrun.conf", conf)),
+		     SR_OK);
+}
+
 /* Run the loop until w is done, with a 10 s guard. */
 static inline void t_wait(sr__ctx *ctx, sr__wait *w)
 {

@@ -120,6 +120,20 @@ Test(session, remove_forgets)
 	cr_assert_eq(store(0, 1), SR_OK, "a fresh session after removal");
 }
 
+Test(session, a_gone_sandbox_is_forgotten_only_while_the_session_names_it)
+{
+	json_t *out;
+
+	cr_assert_eq(store(0, 1), SR_OK);
+	cr_assert_eq(sr__session_forget_sandbox(dir, id, "sb-other"), SR_ENOTFOUND);
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_OK, "another sandbox's end forgot it");
+	json_decref(out);
+	cr_assert_eq(sr__session_forget_sandbox(dir, id, "sb-1"), SR_OK);
+	cr_assert_eq(sr__session_load(dir, id, &out), SR_ENOTFOUND);
+	cr_assert_eq(sr__session_forget_sandbox(dir, id, "sb-1"), SR_ENOTFOUND);
+	cr_assert_eq(sr__session_forget_sandbox(dir, "../x", "sb-1"), SR_EINVAL);
+}
+
 Test(session, an_unreadable_record_is_an_error_and_is_left_alone)
 {
 	json_t *out;
