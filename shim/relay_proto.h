@@ -14,6 +14,7 @@
 #define SR_RELAY_REQ_SUFFIX ".req"
 #define SR_RELAY_RES_SUFFIX ".res"
 #define SR_RELAY_TMP_PREFIX "."       /* temporaries are hidden files */
+#define SR_RELAY_SPARE_DIR ".spare"   /* the shim's files kept for reuse */
 
 /* Ids: [A-Za-z0-9_-]{1,128}. Anything else is rejected, never rewritten. */
 static inline int sr_relay_valid_id(const char *id, size_t len)

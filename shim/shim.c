@@ -14,11 +14,13 @@
  * Linked statically (glibc, jansson): it runs in any Linux sandbox image.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,12 +85,15 @@ typedef struct call_job {
 	long looked;      /* when the response was last looked for */
 	int look;         /* an event may have named its response */
 	int collected;    /* the response file was opened: remove it */
+	int res_fd;       /* the response file, read-write, kept for reuse, or -1 */
 	struct call_job *next;
 } call_job;
 
 static call_job *calls;    /* in flight, newest first */
 static int watch_fd = -1;  /* inotify on relay_dir (IN_MOVED_TO), or -1 */
-static int spare_fd = -1;  /* an anonymous file (O_TMPFILE) for the next request */
+static int spare_fd = -1;  /* a file for the next request, or -1 */
+static char spare_path[4096]; /* its name (DIR/.spare/PID-N), "" when anonymous */
+static int keep_spares;    /* mcp: reuse collected responses for requests */
 static int named_tmp;      /* O_TMPFILE or /proc unusable: named temporaries */
 
 static void new_id(char *buf, size_t n)
@@ -128,6 +133,129 @@ static void make_spare(void)
 	if (spare_fd < 0 && errno != EINTR && errno != EMFILE && errno != ENFILE &&
 	    errno != ENOSPC && errno != EDQUOT)
 		named_tmp = 1; /* no O_TMPFILE here: EOPNOTSUPP, EISDIR, EINVAL */
+}
+
+static int pwrite_all(int fd, const char *p, size_t n)
+{
+	off_t at = 0;
+
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, at);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+		at += w;
+	}
+	return 0;
+}
+
+/* Drop a named spare (on failure, and at exit). */
+static void drop_spare(void)
+{
+	if (spare_fd >= 0 && spare_path[0]) {
+		char *slash = strrchr(spare_path, '/');
+		unlink(spare_path);
+		close(spare_fd);
+		spare_fd = -1;
+		*slash = 0;
+		rmdir(spare_path); /* when no other shim keeps one */
+	}
+	spare_path[0] = 0;
+}
+
+/* Keep the collected response DIR/<id>.res (open read-write as fd) as the
+ * file the next request is written into: moved to DIR/.spare/, where the
+ * runner's watch of DIR does not see it. Reusing the inode saves making
+ * one per call and freeing one per call, the two dearest steps of a call
+ * on ext4 (whose allocator also skips inodes freed in the last seconds,
+ * one by one, when it has no journal). Only a file that is ours alone: a
+ * regular file of one link, writable. 1 if kept. */
+static int keep_spare(const char *path, int fd)
+{
+	static unsigned long n;
+	static int have_dir;
+	char dir[4096];
+	struct stat st;
+
+	if (!keep_spares || spare_fd >= 0 || named_tmp)
+		return 0;
+	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR || fstat(fd, &st) != 0 ||
+	    !S_ISREG(st.st_mode) || st.st_nlink != 1)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/" SR_RELAY_SPARE_DIR, relay_dir);
+	snprintf(spare_path, sizeof(spare_path), "%s/%ld-%lu", dir, (long)getpid(), ++n);
+	/* The directory goes when the last shim using it exits. */
+	for (int tries = 0; tries < 2; tries++) {
+		if (!have_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
+			break;
+		have_dir = 1;
+		if (rename(path, spare_path) == 0) {
+			spare_fd = fd;
+			return 1;
+		}
+		if (errno != ENOENT)
+			break;
+		have_dir = 0;
+	}
+	spare_path[0] = 0;
+	return 0;
+}
+
+/* Remove the spares that shims which are gone left behind (killed before
+ * their exit could): DIR/.spare/PID-N of a PID that no longer runs. */
+static void sweep_spares(void)
+{
+	char dir[4096], path[8192];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/" SR_RELAY_SPARE_DIR, relay_dir);
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (pid <= 0 || *end != '-' || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+	}
+	closedir(d);
+}
+
+/* Publish text as final from a kept spare: write it over the old
+ * content, then move it to its name, never replacing (renameat2
+ * RENAME_NOREPLACE, or a link and an unlink where the file system refuses
+ * that). 0, 1 for no kept spare, or -1 with errno set. */
+static int publish_kept(const char *text, size_t len, const char *final)
+{
+	int e;
+
+	if (spare_fd < 0 || !spare_path[0])
+		return 1;
+	if (pwrite_all(spare_fd, text, len) != 0 || ftruncate(spare_fd, (off_t)len) != 0)
+		goto fail;
+	if (renameat2(AT_FDCWD, spare_path, AT_FDCWD, final, RENAME_NOREPLACE) != 0) {
+		if (errno != EINVAL && errno != ENOSYS)
+			goto fail;
+		if (link(spare_path, final) != 0)
+			goto fail;
+		unlink(spare_path);
+	}
+	close(spare_fd);
+	spare_fd = -1;
+	spare_path[0] = 0;
+	return 0;
+fail:
+	e = errno;
+	drop_spare();
+	errno = e;
+	return -1;
 }
 
 /* Publish text as final from the anonymous spare: write it, then give it
@@ -221,7 +349,9 @@ static int publish_request(const char *id, const char *tool, json_t *args,
 		return -1;
 	}
 	snprintf(final, sizeof(final), "%s/%s" SR_RELAY_REQ_SUFFIX, relay_dir, id);
-	rc = publish_anonymous(text, len, final);
+	rc = publish_kept(text, len, final);
+	if (rc > 0)
+		rc = publish_anonymous(text, len, final);
 	if (rc < 0)
 		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));
 	else if (rc > 0)
@@ -248,7 +378,15 @@ static int take_response(call_job *job)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, id);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* Read-write where it may be kept as the next request's file. */
+	fd = -1;
+	if (keep_spares && spare_fd < 0) {
+		fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			return 0;
+	}
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	job->collected = 1;
@@ -261,7 +399,10 @@ static int take_response(call_job *job)
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-	close(fd);
+	if (n == st.st_size && keep_spares)
+		job->res_fd = fd; /* kept until relay_release */
+	else
+		close(fd);
 	if (n != st.st_size) {
 		free(buf);
 		snprintf(job->message, sizeof(job->message), "cannot read the relay response for %s", id);
@@ -423,8 +564,15 @@ static void relay_release(call_job *job)
 
 	if (job->collected) {
 		snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, job->rid);
-		unlink(path);
+		if (job->res_fd >= 0 && keep_spare(path, job->res_fd))
+			job->res_fd = -1;
+		else
+			unlink(path);
 		job->collected = 0;
+	}
+	if (job->res_fd >= 0) {
+		close(job->res_fd);
+		job->res_fd = -1;
 	}
 }
 
@@ -584,6 +732,7 @@ static void on_tools_call(json_t *id, json_t *params)
 		return;
 	}
 	job->id = json_incref(id);
+	job->res_fd = -1;
 	job->t[ST_RECEIVED] = line_at;
 	owned = json_is_object(args) ? json_incref(args) : json_object();
 	rc = relay_publish(job, name, owned);
@@ -757,7 +906,9 @@ static void serve_loop(line_buf *in, void (*answer)(call_job *))
 		}
 		ready = poll(pfd, (nfds_t)n, 0);
 		if (ready == 0) {
-			make_spare();
+			/* With a call in flight, its response is kept instead. */
+			if (!keep_spares || !calls)
+				make_spare();
 			ready = poll(pfd, (nfds_t)n, next_wake(now_ms()));
 		}
 		if (ready < 0 && errno != EINTR)
@@ -775,6 +926,9 @@ static int serve_mcp(void)
 {
 	line_buf in = { 0 };
 
+	keep_spares = 1;
+	sweep_spares();
+	atexit(drop_spare);
 	open_watch();
 	/* After the input ends, the calls in flight are still answered
 	 * (each is bounded by the call timeout). */
@@ -872,6 +1026,7 @@ static int run_call(const char *tool, const char *args_text)
 		fprintf(stderr, "sandrun-shim: out of memory\n");
 		return EXIT_RELAY;
 	}
+	job->res_fd = -1;
 	open_watch();
 	if (relay_publish(job, tool, args) == 0) {
 		calls = job;

@@ -63,6 +63,31 @@ line 0 | grep -q '"text":"zero"' && ok "id 0 call answered" || fail "id 0 call a
 grep -F '"id":"s",' "$T/mcp.out" | grep -q -- '-32602' && ok "unknown tool -32602" || fail "unknown tool -32602"
 test "$(wc -l <"$T/mcp.out")" -eq 9 && ok "notification not answered" || fail "notification not answered ($(wc -l <"$T/mcp.out") lines)"
 
+# A collected response is kept (under .spare/) as the next request's file:
+# a long request, then a short one written over it (truncated, or the
+# runner would read the long one's tail), and nothing kept after exit. A
+# spare a killed shim left is removed at start; a running one's stays.
+dead=$(sh -c 'echo $$')
+mkdir -p "$RELAY/.spare"
+: >"$RELAY/.spare/$dead-1"
+: >"$RELAY/.spare/$$-1"
+longtext=$(printf 'x%.0s' $(seq 2000))
+{ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"$longtext\"}}}"
+  sleep 0.5; ls "$RELAY/.spare" >"$T/spare.ls"
+  echo '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"short"}}}'
+  sleep 0.5; } | mcp
+line 1 | grep -q "\"text\":\"$longtext\"" && ok "spare: long call answered" || fail "spare: long call answered"
+line 2 | grep -q '"text":"short"' && ok "spare: short call over a reused file answered" ||
+	fail "spare: short call over a reused file ($(line 2 | cut -c1-200))"
+test "$(grep -c "^[0-9]*-[0-9]*$" "$T/spare.ls")" -eq 2 && grep -q "^$$-1$" "$T/spare.ls" &&
+	! grep -q "^$dead-1$" "$T/spare.ls" && ok "spare: one kept between calls, a dead shim's removed" ||
+	fail "spare: one kept between calls, a dead shim's removed ($(tr '\n' ' ' <"$T/spare.ls"))"
+test "$(ls "$RELAY/.spare")" = "$$-1" && ok "spare: dropped at exit" ||
+	fail "spare: dropped at exit ($(ls "$RELAY/.spare" | tr '\n' ' '))"
+test -z "$(ls "$RELAY" | grep '\.re[qs]$')" && ok "spare: no request or response left" ||
+	fail "spare: no request or response left"
+rm -rf "$RELAY/.spare"
+
 # Names of non-ASCII characters, quoted in errors cut at a byte count: every
 # request is still answered.
 e=$(printf '\303\251')
