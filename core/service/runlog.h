@@ -1,16 +1,12 @@
 /* The service's record of runs: each run's summary (what GET /v1/runs/ID
  * answers) and its events (what /events replays), numbered from 1.
  *
- * An interface, so that the durable store (issue 12, section 3: SQLite or
- * PostgreSQL) can take the place of the in-memory one without the API
- * changing. For now only runlog_mem.c exists: records and events live in
- * the sandrund process and are gone when it stops (doc/service.md).
+ * Two: runlog_mem.c keeps runs in memory; runlog_db.c keeps the same in
+ * memory and writes it, on a thread of its own, to the runner's database
+ * (core/store/db.c), from which it is read back when the service starts.
  *
- * The calls are synchronous and made on the loop. A store whose writes
- * take time would queue them (append and summaries are never read back
- * before the memory they came from is gone) and keep the live runs'
- * events in memory; reading runs that are only on disk would need an
- * asynchronous read, added to these ops then. */
+ * The calls are synchronous and made on the loop; none of them waits for
+ * a disk. */
 #ifndef SR_CORE_SERVICE_RUNLOG_H
 #define SR_CORE_SERVICE_RUNLOG_H
 
@@ -56,5 +52,16 @@ struct sr__runlog {
  * retired runs (the oldest retired forgotten first; the others are
  * always kept). */
 sr__runlog *sr__runlog_mem_new(size_t per_run, size_t kept);
+/* Into a memory log: a run from before, its first summary (borrowed),
+ * its next event numbered first (the ones before it were dropped). */
+int sr__runlog_mem_load(sr__runlog *l, const char *id, json_t *summary, uint64_t first);
+
+/* The database log: the memory log's bounds, written to <state>/
+ * sandrun.db behind the memory log, and loaded from it now. A run that
+ * was not over when its service stopped is loaded as failed, unless the
+ * process that ran it still runs (another service on the same state
+ * directory). NULL with err set when the database cannot be used. */
+sr__runlog *sr__runlog_db_new(const char *state, size_t per_run, size_t kept, char *err,
+			      size_t errlen);
 
 #endif

@@ -50,6 +50,11 @@ static void run_free(mem_run *r)
 
 static int m_create(sr__runlog *l, const char *id, json_t *summary)
 {
+	return sr__runlog_mem_load(l, id, summary, 1);
+}
+
+int sr__runlog_mem_load(sr__runlog *l, const char *id, json_t *summary, uint64_t first)
+{
 	mem_log *m = (mem_log *)l;
 	mem_run *r;
 
@@ -67,8 +72,8 @@ static int m_create(sr__runlog *l, const char *id, json_t *summary)
 		run_free(r);
 		return SR_ENOMEM;
 	}
-	r->first = 1;
-	r->last = 0;
+	r->first = first ? first : 1;
+	r->last = r->first - 1;
 	r->next = m->runs;
 	m->runs = r;
 	m->n++;

@@ -46,6 +46,7 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		  const sr__svc_opts *o, sr__svc **out, char *err, size_t n)
 {
 	sr__httpd_opts ho;
+	const char *state;
 	sr__svc *s;
 	int rc;
 
@@ -61,7 +62,15 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	s->grace.data = s;
 	if ((rc = load_tokens(conf, &s->tokens, err, n)) != SR_OK)
 		goto fail;
-	s->log = sr__runlog_mem_new(conf->event_buffer, conf->runs_kept);
+	if (!(state = sr__ctx_state_dir(ctx))) {
+		snprintf(err, n, "no state directory (see above)");
+		rc = SR_EIO;
+		goto fail;
+	}
+	if (!(s->log = sr__runlog_db_new(state, conf->event_buffer, conf->runs_kept, err, n))) {
+		rc = SR_EIO;
+		goto fail;
+	}
 	s->deleting = json_object();
 	s->pool = sr__pool_new(ctx, conf->warm_live_s, conf->max_warm, conf->warm_ttl_s);
 	if (!s->log || !s->deleting || !s->pool) {

@@ -426,9 +426,18 @@ rc=$?
 wait "$follow"
 grep_in "SIGTERM: the run in flight finished its turn" "$T/follow" '"type":"run.finished","stop_reason":"end_turn"'
 AUTH="Authorization: Bearer $TOKEN"
+DRAINED=$RUN
 
 # ------------------------------- a second SIGTERM cancels the runs at once
 start_svc twice SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+# The run log is in the database: the drained run, from the service before.
+api GET "/v1/runs/$DRAINED"
+code "after a restart: a run from before is there" 200
+[ "$(get "$T/body" state)" = finished ] && ok "... finished, as it was" ||
+	fail "... finished, as it was ($(cat "$T/body"))"
+events "$DRAINED"
+cmp -s "$T/ev" "$T/follow" && ok "after a restart: its events replay, the same lines" ||
+	fail "after a restart: its events replay ($(wc -l <"$T/ev") lines, $(wc -l <"$T/follow") then)"
 start_run '{"prompt":"slow:30000"}'
 wait_event "$RUN" '"text":"working..."' || fail "the run started"
 kill -TERM "$SVC_PID"
@@ -440,6 +449,25 @@ rc=$?
 [ $rc -eq 0 ] && [ $(( $(date +%s) - t0 )) -lt 15 ] && ok "a second SIGTERM: the run cancelled, exit 0" ||
 	fail "a second SIGTERM: the run cancelled, exit 0 (got $rc)"
 grep_in "... logged" "$T/twice.log" "second stop signal: cancelling the runs now"
+
+# ------------------- a service killed mid-run: the run is failed at restart
+start_svc crash SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+start_run '{"prompt":"slow:20000"}'
+wait_event "$RUN" '"text":"working..."' || fail "the run started"
+sleep 0.3 # its events written
+kill -9 "$SVC_PID"
+wait "$SVC_PID" 2>/dev/null
+start_svc crash2 SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+api GET "/v1/runs/$RUN"
+[ "$CODE" = 200 ] && [ "$(get "$T/body" state)" = failed ] &&
+	get "$T/body" error | grep -q "service stopped before the run ended" &&
+	ok "killed mid-run: the run is failed after the restart, and says why" ||
+	fail "killed mid-run: the run is failed after the restart (HTTP $CODE: $(cat "$T/body"))"
+events "$RUN"
+grep_in "... its events up to the kill replay" "$T/ev" '"text":"working..."'
+grep_in "... the restart says so" "$T/crash2.log" "run $RUN was not over when the service stopped"
+kill -TERM "$SVC_PID"
+wait "$SVC_PID"
 
 # ----------------------------------- the warm pool: capacity, then expiry
 start_svc cool SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \

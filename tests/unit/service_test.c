@@ -1,5 +1,8 @@
 /* core/service: what can be checked without a server: the run request,
  * the bearer tokens, the run log and the metrics text. */
+#include <sqlite3.h>
+#include <unistd.h>
+
 #include "harness.h"
 #include "core/service/auth.h"
 #include "core/service/metrics.h"
@@ -232,6 +235,139 @@ Test(service, the_run_log_forgets_the_oldest_retired_runs_only)
 	json_decref(got);
 	json_decref(sum);
 	l->ops->free(l);
+}
+
+/* The database log: what one service wrote, the next reads back. */
+static sr__runlog *db_log(size_t per_run, size_t kept)
+{
+	char err[300] = "";
+	sr__runlog *l = sr__runlog_db_new(dir, per_run, kept, err, sizeof(err));
+
+	cr_assert(l, "%s", err);
+	return l;
+}
+
+static const char *summary_state(sr__runlog *l, const char *id, const char *key)
+{
+	static char buf[200];
+	json_t *got = NULL;
+
+	if (l->ops->summary(l, id, &got) != SR_OK)
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s", json_string_value(json_object_get(got, key)) ?
+		 json_string_value(json_object_get(got, key)) : "");
+	json_decref(got);
+	return buf;
+}
+
+Test(service, the_database_run_log_reads_back_runs_and_events_after_a_restart)
+{
+	sr__runlog *l = db_log(4, 10);
+	json_t *sum = json_pack("{s:s}", "state", "running");
+	const char *line;
+	size_t len;
+	uint64_t first = 0, seq;
+	int warned = 0;
+
+	cr_assert_eq(l->ops->create(l, "run-a", sum), SR_OK);
+	cr_assert_eq(l->ops->create(l, "run-b", sum), SR_OK);
+	append(l, "run-a", 6);
+	append(l, "run-b", 2);
+	json_object_set_new(sum, "state", json_string("succeeded"));
+	cr_assert_eq(l->ops->set_summary(l, "run-a", sum), SR_OK);
+	cr_assert_eq(l->ops->retire(l, "run-a"), SR_OK);
+	l->ops->free(l); /* run-b was going on: the service stopped */
+
+	l = db_log(4, 10);
+	cr_assert_eq(l->ops->count(l), 2);
+	cr_assert_str_eq(summary_state(l, "run-a", "state"), "succeeded");
+	cr_assert_eq(l->ops->line(l, "run-a", 2, &line, &len, &first), SR_ESTATE);
+	cr_assert_eq(first, 3, "the 4 newest of 6 are kept, numbered as they were");
+	cr_assert_eq(l->ops->line(l, "run-a", 6, &line, &len, &first), SR_OK);
+	cr_assert_eq(len, strlen("{\"n\":5}\n"));
+	cr_assert_eq(strncmp(line, "{\"n\":5}\n", len), 0);
+	cr_assert_eq(l->ops->line(l, "run-a", 7, &line, &len, &first), SR_ENOTFOUND);
+	cr_assert_str_eq(summary_state(l, "run-b", "state"), "failed");
+	cr_assert(strstr(summary_state(l, "run-b", "error"), "service stopped"));
+	cr_assert_eq(l->ops->line(l, "run-b", 1, &line, &len, &first), SR_OK);
+	cr_assert_eq(strncmp(line, "{\"n\":0}\n", len), 0);
+	/* A new run's numbering and a loaded run's are their own. */
+	cr_assert_eq(l->ops->create(l, "run-c", sum), SR_OK);
+	cr_assert_eq(l->ops->append(l, "run-c", "{}\n", 3, &seq), SR_OK);
+	cr_assert_eq(seq, 1);
+	cr_assert_eq(l->ops->create(l, "run-a", sum), SR_EEXIST);
+	l->ops->free(l);
+
+	/* The failed run was recorded as such, and retired. */
+	l = db_log(4, 10);
+	cr_assert_str_eq(summary_state(l, "run-b", "state"), "failed");
+	cr_assert_str_eq(summary_state(l, "run-c", "state"), "failed");
+	cr_assert_eq(l->ops->count(l), 3);
+	for (const char *p = t_log_text(); (p = strstr(p, "was not over when the service")); p++)
+		warned++;
+	cr_assert_eq(warned, 2, "run-b once, run-c once: %s", t_log_text());
+	json_decref(sum);
+	l->ops->free(l);
+}
+
+Test(service, the_database_run_log_keeps_only_the_newest_retired_runs)
+{
+	sr__runlog *l = db_log(8, 2);
+	json_t *sum = json_object();
+	char id[16], path[4200];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(id, sizeof(id), "run-%d", i);
+		cr_assert_eq(l->ops->create(l, id, sum), SR_OK);
+		append(l, id, 3);
+		cr_assert_eq(l->ops->retire(l, id), SR_OK);
+	}
+	l->ops->free(l);
+	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT group_concat(id, ' '), (SELECT count(*) "
+					"FROM run_events) FROM (SELECT id FROM runs ORDER BY id)",
+					-1, &st, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "run-3 run-4");
+	cr_assert_eq(sqlite3_column_int(st, 1), 6, "the events of the runs forgotten went too");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	l = db_log(8, 2);
+	cr_assert_eq(l->ops->count(l), 2);
+	cr_assert_null(summary_state(l, "run-2", "state"));
+	json_decref(sum);
+	l->ops->free(l);
+}
+
+Test(service, a_run_another_running_service_owns_is_left_to_it)
+{
+	char host[256] = "localhost", sql[600], path[4200], err[300];
+	sqlite3 *db;
+	sr__runlog *l = db_log(8, 2);
+
+	l->ops->free(l); /* the tables */
+	gethostname(host, sizeof(host) - 1);
+	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	snprintf(sql, sizeof(sql), "INSERT INTO runs (id, summary, owner) VALUES "
+		 "('run-theirs', '{\"state\":\"running\"}', '%s:%ld'), "
+		 "('run-gone', '{\"state\":\"running\"}', '%s:999999999')", host,
+		 (long)getppid(), host);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	l = db_log(8, 2);
+	cr_assert_null(summary_state(l, "run-theirs", "state"), "loaded as if its own");
+	cr_assert_str_eq(summary_state(l, "run-gone", "state"), "failed");
+	l->ops->free(l);
+
+	/* A state directory whose database is not one: refused, said why. */
+	t_write(dir, "sandrun.db", "not a database, but someone's file");
+	cr_assert_null(sr__runlog_db_new(dir, 8, 2, err, sizeof(err)));
+	cr_assert(strstr(err, "cannot use the database"), "%s", err);
+	cr_assert(strstr(t_log_text(), "is not a SQLite database"), "%s", t_log_text());
 }
 
 /* ------------------------------------------------------------ metrics */

@@ -1,0 +1,187 @@
+/* The runner's database: SQLite, <state>/sandrun.db, in WAL mode. Its
+ * schema is versioned with PRAGMA user_version and migrated when a
+ * connection opens, under a write lock, so that two processes opening a
+ * new database at once migrate it once; a newer schema is refused and a
+ * file that is not a database left as it is. The versions:
+ *   1  sessions (the session pointers, core/run/session.c); the files of
+ *      the store before it (<state>/sessions/ses-*.json) are imported
+ *      and left where they were
+ *   2  runs and run_events (the service's run log, core/service/
+ *      runlog_db.c) */
+#include "config.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/host/fsutil.h"
+#include "core/host/log.h"
+#include "core/run/session.h"
+#include "core/store/db.h"
+
+#define SCHEMA_VERSION 2
+
+int sr__db_error(sqlite3 *db, const char *area, const char *what)
+{
+	sr__log(SR_LOG_ERROR, area, "%s: %s: %s", sqlite3_db_filename(db, "main"), what,
+		sqlite3_errmsg(db));
+	return SR_EIO;
+}
+
+/* The files of the store before SQLite, into the sessions table (in the
+ * migration's transaction). A file that does not read is said and left. */
+static int import_files(sqlite3 *db, const char *state)
+{
+	char dir[4096], file[4400];
+	sqlite3_stmt *st = NULL;
+	struct dirent *e;
+	DIR *d;
+	int rc = SR_OK, n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/sessions", state);
+	if (!(d = opendir(dir)))
+		return SR_OK;
+	if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO sessions (id, turn, record, updated) "
+			       "VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK) {
+		closedir(d);
+		return sr__db_error(db, "store", "cannot import the session files");
+	}
+	while (rc == SR_OK && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		char id[32];
+		json_t *rec;
+		char *text;
+		if (len != 25 || strcmp(e->d_name + 20, ".json") != 0)
+			continue;
+		snprintf(id, sizeof(id), "%.20s", e->d_name);
+		if (!sr__session_valid_id(id))
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
+		rec = json_load_file(file, 0, NULL);
+		text = json_is_object(rec) ? json_dumps(rec, JSON_COMPACT) : NULL;
+		if (!text) {
+			sr__log(SR_LOG_WARN, "store", "%s does not read as a session record; "
+				"not imported (left as it is)", file);
+		} else {
+			sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+			sqlite3_bind_int64(st, 2, json_integer_value(json_object_get(rec, "turn")));
+			sqlite3_bind_text(st, 3, text, -1, SQLITE_TRANSIENT);
+			sqlite3_bind_int64(st, 4, (sqlite3_int64)time(NULL));
+			if (sqlite3_step(st) != SQLITE_DONE)
+				rc = sr__db_error(db, "store", "cannot import the session files");
+			else
+				n += sqlite3_changes(db);
+			sqlite3_reset(st);
+		}
+		free(text);
+		json_decref(rec);
+	}
+	closedir(d);
+	sqlite3_finalize(st);
+	if (rc == SR_OK && n)
+		sr__log(SR_LOG_INFO, "store", "imported %d session pointers from %s into the "
+			"database", n, dir);
+	return rc;
+}
+
+/* Bring the schema to SCHEMA_VERSION, under a write lock (two processes
+ * opening a new database at once migrate it once). */
+static int schema_version(sqlite3 *db, int *version)
+{
+	sqlite3_stmt *st;
+	int rc = SR_OK;
+
+	if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		*version = sqlite3_column_int(st, 0);
+	else
+		rc = sr__db_error(db, "store", "cannot read the schema version");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int migrate(sqlite3 *db, const char *state)
+{
+	int version = 0, rc;
+
+	/* Current already (the usual case): no write lock. */
+	if ((rc = schema_version(db, &version)) != SR_OK || version == SCHEMA_VERSION)
+		return rc;
+	/* WAL (lasting, set once, outside a transaction): readers go on while
+	 * a writer writes. */
+	if (sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL) != SQLITE_OK)
+		return sr__db_error(db, "store", "cannot set the journal mode");
+	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return sr__db_error(db, "store", "cannot lock the database");
+	rc = schema_version(db, &version);
+	if (rc == SR_OK && version > SCHEMA_VERSION) {
+		sr__log(SR_LOG_ERROR, "store", "%s: schema version %d is newer than this "
+			"sandrun's (%d): refusing to touch it", sqlite3_db_filename(db, "main"),
+			version, SCHEMA_VERSION);
+		rc = SR_EIO;
+	}
+	if (rc == SR_OK && version < 1) {
+		if (sqlite3_exec(db, "CREATE TABLE sessions (id TEXT PRIMARY KEY, turn INTEGER NOT "
+				 "NULL, record TEXT NOT NULL, updated INTEGER NOT NULL)", NULL, NULL,
+				 NULL) != SQLITE_OK)
+			rc = sr__db_error(db, "store", "cannot create the sessions table");
+		else
+			rc = import_files(db, state);
+	}
+	/* 2: the service's runs (their last summary) and their events, for
+	 * replay after a restart; ended orders the runs that are over. */
+	if (rc == SR_OK && version < 2 &&
+	    sqlite3_exec(db, "CREATE TABLE runs (id TEXT PRIMARY KEY, summary TEXT NOT NULL, "
+			 "owner TEXT NOT NULL, ended INTEGER);"
+			 "CREATE INDEX runs_ended ON runs (ended);"
+			 "CREATE TABLE run_events (run TEXT NOT NULL, seq INTEGER NOT NULL, "
+			 "line TEXT NOT NULL, PRIMARY KEY (run, seq)) WITHOUT ROWID",
+			 NULL, NULL, NULL) != SQLITE_OK)
+		rc = sr__db_error(db, "store", "cannot create the runs tables");
+	if (rc == SR_OK && version < SCHEMA_VERSION) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
+		if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+			rc = sr__db_error(db, "store", "cannot record the schema version");
+	}
+	if (sqlite3_exec(db, rc == SR_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) != SQLITE_OK &&
+	    rc == SR_OK)
+		rc = sr__db_error(db, "store", "cannot commit the migration");
+	return rc;
+}
+
+sqlite3 *sr__db_open(const char *state)
+{
+	char path[4200];
+	sqlite3 *db = NULL;
+
+	if (sr__mkdirs(state, 0700) != SR_OK) {
+		sr__log(SR_LOG_ERROR, "store", "cannot create the state directory %s", state);
+		return NULL;
+	}
+	snprintf(path, sizeof(path), "%s/sandrun.db", state);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		sr__log(SR_LOG_ERROR, "store", "cannot open %s: %s", path,
+			db ? sqlite3_errmsg(db) : "out of memory");
+		sqlite3_close(db);
+		return NULL;
+	}
+	/* Writers wait for each other (several runners on one state
+	 * directory). */
+	sqlite3_busy_timeout(db, 10000);
+	if (migrate(db, state) != SR_OK) {
+		if (sqlite3_errcode(db) == SQLITE_NOTADB)
+			sr__log(SR_LOG_ERROR, "store", "%s is not a SQLite database; it is left "
+				"as it is (move it away to start afresh)", path);
+		else if (sqlite3_errcode(db) != SQLITE_OK) /* else said already */
+			sr__db_error(db, "store", "cannot use the database");
+		sqlite3_close(db);
+		return NULL;
+	}
+	return db;
+}
+

@@ -1,0 +1,14 @@
+/* The runner's SQLite database (core/store/db.c). */
+#ifndef SR_CORE_STORE_DB_H
+#define SR_CORE_STORE_DB_H
+
+#include <sqlite3.h>
+
+/* A connection to <state>/sandrun.db, migrated to the current schema
+ * (writers wait up to 10 s for each other); NULL (logged) when it cannot
+ * be had. */
+sqlite3 *sr__db_open(const char *state);
+/* Log what failed, with SQLite's reason, under area; SR_EIO. */
+int sr__db_error(sqlite3 *db, const char *area, const char *what);
+
+#endif
