@@ -42,7 +42,7 @@ static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
-	"drain_timeout", "warm_live", "max_warm", "warm_ttl", NULL
+	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -614,6 +614,14 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 			return sr__config_invalid(c, "service", "warm_ttl",
 				"a whole number of seconds from 0 (off) to 31536000");
 		sc->warm_ttl_s = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "lease_ttl");
+	sc->lease_ttl_s = 30;
+	if (v) {
+		if (!parse_count(v, 0, 2, 3600, &n))
+			return sr__config_invalid(c, "service", "lease_ttl",
+				"a whole number of seconds from 2 to 3600");
+		sc->lease_ttl_s = (unsigned)n;
 	}
 	v = sr__config_get(c, "service", "runs_kept");
 	sc->runs_kept = 1000;

@@ -86,6 +86,9 @@ typedef struct sr__service_conf {
 	unsigned warm_ttl_s;     /* a sandbox parked stopped by the pool is
 				  * destroyed this long after; 0: never
 				  * (the default) */
+	unsigned lease_ttl_s;    /* a session's lease lasts this long past
+				  * its holder's last heartbeat (sent every
+				  * third of it); default 30 */
 } sr__service_conf;
 
 /* Fill sc from [service], validating each value (SR_EINVAL on the first

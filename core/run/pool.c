@@ -418,6 +418,12 @@ int sr__pool_drop(sr__pool *p, const char *session)
 	return 1;
 }
 
+void sr__pool_foreach(const sr__pool *p, void (*fn)(void *ud, const char *session), void *ud)
+{
+	for (const entry *e = p->list; e; e = e->next)
+		fn(ud, e->session);
+}
+
 void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped)
 {
 	*running = p->running + p->reserved;

@@ -89,6 +89,9 @@ char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox,
 /* The session is deleted: the pool forgets its sandbox without a provider
  * call (the caller destroys it). 1 when it had one. */
 int sr__pool_drop(sr__pool *p, const char *session);
+/* Each session whose sandbox the pool holds (running or waiting for its
+ * TTL). */
+void sr__pool_foreach(const sr__pool *p, void (*fn)(void *ud, const char *session), void *ud);
 /* Sandboxes kept running (reserved places included), and parked stopped
  * waiting for their TTL. */
 void sr__pool_counts(const sr__pool *p, unsigned *running, unsigned *stopped);

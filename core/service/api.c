@@ -39,6 +39,7 @@ enum route {
 };
 
 typedef struct session_op session_op;
+typedef struct lease_wait lease_wait;
 
 struct sr__api_req {
 	sr__svc *svc;
@@ -53,7 +54,20 @@ struct sr__api_req {
 	unsigned status;     /* the answer made while suspended */
 	json_t *answer;
 	session_op *op;      /* what it waits on */
+	lease_wait *lease;   /* or the session's lease */
 	sr__api_req *next;   /* on svc->suspended */
+};
+
+/* A run waiting for its session's lease: outlives its request if need be
+ * (the lease taken for nobody is released by the next heartbeat). */
+struct lease_wait {
+	sr__svc *svc;
+	sr__api_req *q;      /* NULL once the request is gone */
+	sr__svc_request req; /* parsed, checked */
+	int waiting;         /* ?wait=true */
+	int answered;
+	int rc;
+	char holder[400];
 };
 
 /* A session being deleted: outlives its request if need be. */
@@ -267,12 +281,16 @@ static int shim_ok(sr__svc *s)
 	return s->o.shim_path && access(s->o.shim_path, X_OK) == 0;
 }
 
+static enum MHD_Result take_lease(sr__svc *s, sr__api_req *q, sr__svc_request *req,
+				  int waiting);
+static enum MHD_Result launch(sr__svc *s, sr__api_req *q, sr__svc_request *req,
+			      int waiting);
+
 static enum MHD_Result start_run(sr__svc *s, sr__api_req *q)
 {
 	const char *wait = arg(q->conn, "wait"), *code;
 	sr__svc_request req;
-	sr__svc_run *sr;
-	char msg[1024], location[128], id[SR__RUN_ID_LEN];
+	char msg[1024];
 	enum MHD_Result ret;
 	int waiting = 1;
 
@@ -306,7 +324,96 @@ static enum MHD_Result start_run(sr__svc *s, sr__api_req *q)
 				  "platform tools need sandrun-shim, not found at %s (set SANDRUN_SHIM)",
 				  s->o.shim_path ? s->o.shim_path : "(none)");
 	}
-	if (sr__svc_run_new(s, &req, &sr, msg, sizeof(msg)) != SR_OK)
+	if (req.session)
+		return take_lease(s, q, &req, waiting);
+	return launch(s, q, &req, waiting);
+}
+
+static void suspend(sr__svc *s, sr__api_req *q)
+{
+	q->suspended = 1;
+	q->next = s->suspended;
+	s->suspended = q;
+	MHD_suspend_connection(q->conn);
+}
+
+static void resume(sr__api_req *q);
+
+static void on_leased(void *ud, int rc, const char *holder)
+{
+	lease_wait *w = ud;
+
+	if (!w->q) { /* the caller went away */
+		sr__svc_request_clear(&w->req);
+		if (rc == SR_OK)
+			sr__svc_leases_kick(w->svc);
+		free(w);
+		return;
+	}
+	w->answered = 1;
+	w->rc = rc;
+	snprintf(w->holder, sizeof(w->holder), "%s", holder);
+	resume(w->q);
+}
+
+/* A turn on a session starts once this service holds the session's lease
+ * (another service on the same database may be running it). */
+static enum MHD_Result take_lease(sr__svc *s, sr__api_req *q, sr__svc_request *req,
+				  int waiting)
+{
+	lease_wait *w = calloc(1, sizeof(*w));
+
+	if (!w || sr__svc_lease_take(s, req->session, on_leased, w) != SR_OK) {
+		free(w);
+		sr__svc_request_clear(req);
+		return send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "store_failed",
+				  "cannot take the session's lease (out of memory)");
+	}
+	w->svc = s;
+	w->q = q;
+	w->req = *req;
+	memset(req, 0, sizeof(*req));
+	w->waiting = waiting;
+	q->lease = w;
+	suspend(s, q);
+	return MHD_YES;
+}
+
+/* Resumed with the lease's answer. */
+static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
+{
+	lease_wait *w = q->lease;
+	enum MHD_Result ret;
+
+	q->lease = NULL;
+	if (w->rc == SR_OK && s->draining) {
+		ret = send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
+				 "the service is shutting down");
+		sr__svc_leases_kick(s);
+	} else if (w->rc == SR_OK) {
+		ret = launch(s, q, &w->req, w->waiting);
+	} else if (w->rc == SR_ESTATE) {
+		ret = send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_leased",
+				 "session '%s' is held by %s; send its turns there, or wait",
+				 w->req.session, w->holder);
+	} else {
+		ret = send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "store_failed",
+				 "cannot take the lease of session '%s': the database cannot be "
+				 "used (see the service's log)", w->req.session);
+	}
+	sr__svc_request_clear(&w->req);
+	free(w);
+	return ret;
+}
+
+/* Start the run and answer: its events, or 202. req is taken. */
+static enum MHD_Result launch(sr__svc *s, sr__api_req *q, sr__svc_request *req, int waiting)
+{
+	sr__svc_run *sr;
+	char msg[1024], location[128], id[SR__RUN_ID_LEN];
+	enum MHD_Result ret;
+
+	if (sr__svc_run_new(s, req, &sr, msg, sizeof(msg)) != SR_OK)
 		return send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "%s",
 				  msg);
 	snprintf(id, sizeof(id), "%s", sr->id);
@@ -564,10 +671,7 @@ static enum MHD_Result session_delete(sr__svc *s, sr__api_req *q)
 	}
 	json_object_set_new(s->deleting, q->id, json_true());
 	q->op = op;
-	q->suspended = 1;
-	q->next = s->suspended;
-	s->suspended = q;
-	MHD_suspend_connection(q->conn);
+	suspend(s, q);
 	return MHD_YES;
 }
 
@@ -669,6 +773,8 @@ enum MHD_Result sr__api_request(void *cls, struct MHD_Connection *conn, const ch
 		return dispatch(s, q, method);
 	}
 	/* Resumed: the operation it waited on answered. */
+	if (q->lease && q->lease->answered)
+		return leased(s, q);
 	if (q->answer) {
 		enum MHD_Result ret = send_json(s, conn, q->status, q->answer);
 		json_decref(q->answer);
@@ -691,6 +797,14 @@ void sr__api_completed(void *cls, struct MHD_Connection *conn, void **state,
 		return;
 	if (q->op)
 		q->op->q = NULL;
+	if (q->lease && q->lease->answered) { /* gone before it was told */
+		if (q->lease->rc == SR_OK)
+			sr__svc_leases_kick(q->svc);
+		sr__svc_request_clear(&q->lease->req);
+		free(q->lease);
+	} else if (q->lease) {
+		q->lease->q = NULL;
+	}
 	if (q->body) {
 		/* It may have carried credentials. */
 		volatile char *p = q->body;
@@ -710,6 +824,10 @@ void sr__api_resume_all(sr__svc *s)
 		if (q->op) {
 			q->op->q = NULL;
 			q->op = NULL;
+		}
+		if (q->lease && !q->lease->answered) {
+			q->lease->q = NULL;
+			q->lease = NULL;
 		}
 		resume(q);
 	}

@@ -68,7 +68,8 @@ int sr__svc_session_busy(sr__svc *s, const char *id)
 	for (sr__svc_run *sr = s->runs; sr; sr = sr->next)
 		if (!sr->done && strcmp(sr->session, id) == 0)
 			return 1;
-	return json_object_get(s->deleting, id) != NULL;
+	return json_object_get(s->deleting, id) != NULL ||
+	       json_object_get(s->leasing, id) != NULL;
 }
 
 /* ------------------------------------------------------------- lifetime */
@@ -141,6 +142,8 @@ static void finish(sr__svc_run *sr, int exit_code)
 	sr__log(SR_LOG_INFO, "service", "run %s %s (exit %d)", sr->id, state, exit_code);
 	wake(sr);
 	sr__svc_request_clear(&sr->req);
+	/* Its session's lease: released, or kept while the pool has it. */
+	sr__svc_leases_kick(s);
 	unref(sr);
 	sr__svc_check_drained(s);
 }

@@ -72,8 +72,9 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		goto fail;
 	}
 	s->deleting = json_object();
+	s->leasing = json_object();
 	s->pool = sr__pool_new(ctx, conf->warm_live_s, conf->max_warm, conf->warm_ttl_s);
-	if (!s->log || !s->deleting || !s->pool) {
+	if (!s->log || !s->deleting || !s->leasing || !s->pool) {
 		snprintf(err, n, "out of memory");
 		rc = SR_ENOMEM;
 		goto fail;
@@ -85,6 +86,7 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	ho.cls = s;
 	if ((rc = sr__httpd_start(ctx->loop, &ho, &s->httpd, err, n)) != SR_OK)
 		goto fail;
+	sr__svc_leases_init(s);
 	*out = s;
 	return SR_OK;
 fail:
@@ -189,12 +191,14 @@ int sr__svc_reload(sr__svc *s, const sr__service_conf *conf, char *err, size_t n
 	if (strcmp(next.listen, s->conf.listen) != 0)
 		sr__log(SR_LOG_WARN, "service", "[service] listen changed: it takes effect at "
 			"the next start; still listening on %s", s->conf.listen);
-	if (next.event_buffer != s->conf.event_buffer || next.runs_kept != s->conf.runs_kept)
-		sr__log(SR_LOG_WARN, "service", "[service] event_buffer and runs_kept take "
-			"effect at the next start");
+	if (next.event_buffer != s->conf.event_buffer || next.runs_kept != s->conf.runs_kept ||
+	    next.lease_ttl_s != s->conf.lease_ttl_s)
+		sr__log(SR_LOG_WARN, "service", "[service] event_buffer, runs_kept and lease_ttl "
+			"take effect at the next start");
 	next.listen = s->conf.listen;
 	next.event_buffer = s->conf.event_buffer;
 	next.runs_kept = s->conf.runs_kept;
+	next.lease_ttl_s = s->conf.lease_ttl_s;
 	if ((rc = load_tokens(&next, &tokens, err, n)) != SR_OK)
 		return rc;
 	sr__tokens_free(s->tokens);
@@ -228,8 +232,10 @@ void sr__svc_free(sr__svc *s)
 		sr__svc_runs_free(s);
 	if (s->log)
 		s->log->ops->free(s->log);
+	sr__svc_leases_close(s);
 	sr__tokens_free(s->tokens);
 	json_decref(s->deleting);
+	json_decref(s->leasing);
 	/* Closed (its sandboxes parked) when drained; otherwise (a failed
 	 * start) it never held one. */
 	sr__pool_free(s->pool);

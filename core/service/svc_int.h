@@ -46,6 +46,11 @@ struct sr__svc {
 	void (*drained)(void *ud);
 	void *drained_ud;
 	uv_timer_t drain_check;
+	/* leases.c */
+	char owner[320];         /* "host:pid", in the leases table */
+	json_t *leasing;         /* sessions whose lease is being taken */
+	uv_timer_t beat;         /* the leases' heartbeat */
+	int beating, beat_again; /* one written at a time */
 };
 
 struct sr__svc_run {
@@ -95,6 +100,19 @@ void sr__api_completed(void *cls, struct MHD_Connection *conn, void **state,
 		       enum MHD_RequestTerminationCode code);
 /* Shutdown: every suspended request answered 503. */
 void sr__api_resume_all(sr__svc *s);
+
+/* leases.c: session leases, so that two services on one database never
+ * run one session at once. */
+void sr__svc_leases_init(sr__svc *s);
+/* Take session's lease for a turn, off the loop; done(ud, rc, holder) on
+ * the loop: SR_OK, SR_ESTATE (holder says who has it), SR_EIO. */
+int sr__svc_lease_take(sr__svc *s, const char *session,
+		       void (*done)(void *ud, int rc, const char *holder), void *ud);
+/* Renew the leases now (a turn ended: its session is released, or kept
+ * while warm). */
+void sr__svc_leases_kick(sr__svc *s);
+/* A stop: the heartbeat ends and every lease is released (waits). */
+void sr__svc_leases_close(sr__svc *s);
 
 /* service.c: a stream ended, a run finished: drained yet? */
 void sr__svc_check_drained(sr__svc *s);

@@ -7,7 +7,8 @@
  *      the store before it (<state>/sessions/ses-*.json) are imported
  *      and left where they were
  *   2  runs and run_events (the service's run log, core/service/
- *      runlog_db.c) */
+ *      runlog_db.c)
+ *   3  leases (which service holds a session, core/store/lease.c) */
 #include "config.h"
 
 #include <dirent.h>
@@ -22,7 +23,7 @@
 #include "core/run/session.h"
 #include "core/store/db.h"
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 int sr__db_error(sqlite3 *db, const char *area, const char *what)
 {
@@ -141,6 +142,12 @@ static int migrate(sqlite3 *db, const char *state)
 			 "line TEXT NOT NULL, PRIMARY KEY (run, seq)) WITHOUT ROWID",
 			 NULL, NULL, NULL) != SQLITE_OK)
 		rc = sr__db_error(db, "store", "cannot create the runs tables");
+	/* 3: session leases; expires and heartbeat in Unix milliseconds. */
+	if (rc == SR_OK && version < 3 &&
+	    sqlite3_exec(db, "CREATE TABLE leases (session TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+			 "busy INTEGER NOT NULL, expires INTEGER NOT NULL, heartbeat INTEGER "
+			 "NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
+		rc = sr__db_error(db, "store", "cannot create the leases table");
 	if (rc == SR_OK && version < SCHEMA_VERSION) {
 		char sql[64];
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);

@@ -4,6 +4,7 @@
  *   session_tool STATE_DIR rm ID         forget it
  *   session_tool STATE_DIR put ID FILE   write FILE's record (its turn: the
  *                                        next after the stored one, or 1)
+ *   session_tool STATE_DIR lease ID      who holds its lease (exit 1: none)
  * Through core/run/session.c, as sandrun does. */
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,28 @@
 
 #include "core/host/status.h"
 #include "core/run/session.h"
+#include "core/store/db.h"
+
+static int lease(const char *state, const char *id)
+{
+	sqlite3 *db = sr__db_open(state);
+	sqlite3_stmt *st;
+	int rc = SR_EIO;
+
+	if (db && sqlite3_prepare_v2(db, "SELECT owner, busy FROM leases WHERE session = ?1",
+				     -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		rc = SR_ENOTFOUND;
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			printf("%s %s\n", (const char *)sqlite3_column_text(st, 0),
+			       sqlite3_column_int(st, 1) ? "busy" : "warm");
+			rc = SR_OK;
+		}
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+	return rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -19,7 +42,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 4 || (strcmp(argv[2], "put") == 0 && argc != 5)) {
-		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put ID [FILE]\n");
+		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put|lease ID [FILE]\n");
 		return 2;
 	}
 	if (strcmp(argv[2], "get") == 0) {
@@ -28,6 +51,8 @@ int main(int argc, char **argv)
 			json_dumpf(rec, stdout, JSON_COMPACT);
 			putchar('\n');
 		}
+	} else if (strcmp(argv[2], "lease") == 0) {
+		rc = lease(argv[1], argv[3]);
 	} else if (strcmp(argv[2], "rm") == 0) {
 		rc = sr__session_remove(argv[1], argv[3]);
 	} else if (strcmp(argv[2], "put") == 0) {

@@ -514,4 +514,62 @@ grep_in "SIGTERM: the warm sandboxes are parked stopped" "$T/svc.log" \
 SBW=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/there.ndjson")
 grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
 	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
+# --------------------- two services on one database: a session's lease
+# (the same state directory: one SQLite database), leases of 2 s.
+lease_svc() { # lease_svc NAME: URL, SVC_PID
+	start_svc "$1" SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+		SANDRUN_SERVICE_LEASE_TTL=2
+}
+lease_svc r1
+R1=$URL R1_PID=$SVC_PID
+lease_svc r2
+R2=$URL R2_PID=$SVC_PID
+URL=$R1
+start_run '{"prompt":"ok"}'
+wait_state "$RUN" finished || fail "replicas: the first turn"
+SES2=$(get "$T/body" session)
+URL=$R2
+api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+code "replicas: a session kept warm by the other service is refused" 409
+grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID (kept warm"
+# Turns on one session at once on the two: exactly one runs.
+URL=$R1
+start_run "{\"prompt\":\"slow:1500\",\"session\":\"$SES2\"}"
+TURN2=$RUN
+URL=$R2
+api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+code "replicas: a turn at once on the other service is refused" 409
+grep_in "... while the turn goes on" "$T/body" "a turn going on"
+URL=$R1
+wait_state "$TURN2" finished && ok "... and the one that runs finishes" || fail "... and the one that runs finishes"
+# A service killed mid-turn: its lease expires, and the other takes the
+# session over (the killed turn never wrote its turn index).
+start_run "{\"prompt\":\"slow:20000\",\"session\":\"$SES2\"}"
+wait_event "$RUN" '"text":"working..."' || fail "replicas: the turn to kill started"
+kill -9 "$R1_PID"
+wait "$R1_PID" 2>/dev/null
+URL=$R2
+api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+code "replicas: a dead service's lease holds until it expires" 409
+taken=
+for _ in $(seq 40); do
+	sleep 0.2
+	api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+	[ "$CODE" = 202 ] && { taken=$(get "$T/body" run); break; }
+done
+[ -n "$taken" ] && ok "replicas: taken over after the lease expired" ||
+	fail "replicas: taken over after the lease expired (HTTP $CODE: $(cat "$T/body"))"
+wait_state "$taken" finished && ok "... the turn runs there" ||
+	fail "... the turn runs there ($(cat "$T/body"))"
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
+grep -q ":$R2_PID warm$" "$T/lease" && ok "... which holds the lease now, warm" ||
+	fail "... which holds the lease now, warm ($(cat "$T/lease"))"
+api GET "/v1/sessions/$SES2"
+[ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3: no turn index written twice" ||
+	fail "... as turn 3 ($(cat "$T/body"))"
+kill -TERM "$R2_PID"
+wait "$R2_PID"
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
+[ $? = 1 ] && ok "replicas: a clean stop releases the service's leases" ||
+	fail "replicas: a clean stop releases the service's leases ($(cat "$T/lease"))"
 finish

@@ -1,6 +1,6 @@
 /* Session pointers (core/run/session.c): ids, the compare-and-set on the turn
  * index, records that cannot be read, the database's schema and the import
- * of the earlier store's files. */
+ * of the earlier store's files; session leases (core/store/lease.c). */
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -9,6 +9,8 @@
 
 #include "harness.h"
 #include "core/run/session.h"
+#include "core/store/db.h"
+#include "core/store/lease.h"
 
 static char *dir;
 static const char id[] = "ses-0123456789abcdef";
@@ -184,7 +186,7 @@ Test(session, a_newer_schema_is_refused)
 	cr_assert_eq(store(0, 1), SR_OK);
 	sql("PRAGMA user_version = 99");
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
-	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (2)"), "%s",
+	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (3)"), "%s",
 		  t_log_text());
 }
 
@@ -212,4 +214,60 @@ Test(session, the_earlier_stores_files_are_imported_once)
 	/* Once: a pointer removed later is not imported again. */
 	cr_assert_eq(sr__session_remove(dir, id), SR_OK);
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_ENOTFOUND);
+}
+
+/* ------------------------------------------------------------- leases */
+
+Test(session, a_lease_is_one_services_until_it_expires)
+{
+	sqlite3 *db = sr__db_open(dir);
+	char holder[400] = "";
+
+	cr_assert(db, "%s", t_log_text());
+	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 1500, 2000, holder, sizeof(holder)), SR_OK,
+		     "its owner's again");
+	cr_assert_eq(sr__lease_acquire(db, id, "h:2", 1, 2000, 2000, holder, sizeof(holder)),
+		     SR_ESTATE);
+	cr_assert(strstr(holder, "sandrund h:1 (a turn going on; its lease runs 1500 ms"), "%s",
+		  holder);
+	/* Past its expiry (1500 + 2000), anyone's. */
+	cr_assert_eq(sr__lease_acquire(db, id, "h:2", 1, 3501, 2000, holder, sizeof(holder)),
+		     SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 3600, 2000, holder, sizeof(holder)),
+		     SR_ESTATE);
+	sqlite3_close(db);
+}
+
+Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
+{
+	sqlite3 *db = sr__db_open(dir);
+	char holder[400];
+	const char *b = "ses-000000000000000b", *c = "ses-000000000000000c";
+	char held[300];
+
+	cr_assert(db);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, b, "h:1", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, c, "h:2", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
+	/* h:1 still holds id (warm now) and is taking c; b is no longer its. */
+	snprintf(held, sizeof(held), "[{\"session\":\"%s\",\"busy\":false},"
+		 "{\"session\":\"%s\",\"pending\":true}]", id, c);
+	cr_assert_eq(sr__lease_beat(db, "h:1", held, 2900, 2000), 0);
+	cr_assert_eq(sr__lease_acquire(db, b, "h:3", 1, 2950, 2000, holder, sizeof(holder)), SR_OK,
+		     "released by the heartbeat");
+	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 4500, 2000, holder, sizeof(holder)),
+		     SR_ESTATE, "renewed to 4900");
+	cr_assert(strstr(holder, "kept warm"), "%s", holder);
+	cr_assert_eq(sr__lease_acquire(db, c, "h:3", 1, 2950, 2000, holder, sizeof(holder)),
+		     SR_ESTATE, "a pending one is not taken from its holder");
+	/* Taken over while h:1 did not beat: the next beat says so. */
+	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 5000, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_beat(db, "h:1", held, 5100, 2000), 1);
+	cr_assert(strstr(t_log_text(), "its lease was taken over by another service"), "%s",
+		  t_log_text());
+	cr_assert_eq(sr__lease_release_all(db, "h:3"), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, b, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
+	sqlite3_close(db);
 }

@@ -1,0 +1,220 @@
+/* Session leases, the service's side (the table is core/store/lease.c).
+ * A turn on a session starts only once this service holds its lease; the
+ * lease is kept while the turn goes on and while the pool keeps the
+ * session's sandbox, renewed by a heartbeat every third of
+ * [service] lease_ttl, and released by the first heartbeat after neither
+ * holds it. A service that dies stops renewing: its leases expire and
+ * another service takes its sessions over. Every database call is made on
+ * libuv's thread pool, each with a connection of its own. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "core/host/log.h"
+#include "core/service/svc_int.h"
+#include "core/store/db.h"
+#include "core/store/lease.h"
+
+typedef struct lease_op {
+	uv_work_t work;
+	sr__svc *svc;
+	char *state;
+	char session[40];
+	char *held; /* a heartbeat's JSON list */
+	int64_t ttl;
+	int rc;
+	char holder[400];
+	void (*done)(void *ud, int rc, const char *holder);
+	void *ud;
+} lease_op;
+
+static int64_t now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static lease_op *op_new(sr__svc *s)
+{
+	const char *state = sr__ctx_state_dir(s->ctx);
+	lease_op *op = calloc(1, sizeof(*op));
+
+	if (!op || !state || !(op->state = strdup(state))) {
+		free(op);
+		return NULL;
+	}
+	op->svc = s;
+	op->ttl = (int64_t)s->conf.lease_ttl_s * 1000;
+	op->work.data = op;
+	return op;
+}
+
+static void op_free(lease_op *op)
+{
+	free(op->state);
+	free(op->held);
+	free(op);
+}
+
+/* ------------------------------------------------------------------ take */
+
+static void take_work(uv_work_t *w)
+{
+	lease_op *op = w->data;
+	sqlite3 *db = sr__db_open(op->state);
+
+	op->rc = SR_EIO;
+	if (db)
+		op->rc = sr__lease_acquire(db, op->session, op->svc->owner, 1, now_ms(), op->ttl,
+					   op->holder, sizeof(op->holder));
+	sqlite3_close(db);
+}
+
+static void take_done(uv_work_t *w, int status)
+{
+	lease_op *op = w->data;
+	sr__svc *s = op->svc;
+
+	json_object_del(s->leasing, op->session);
+	if (status != 0)
+		op->rc = SR_ECANCELED;
+	op->done(op->ud, op->rc, op->holder);
+	op_free(op);
+}
+
+int sr__svc_lease_take(sr__svc *s, const char *session,
+		       void (*done)(void *ud, int rc, const char *holder), void *ud)
+{
+	lease_op *op = op_new(s);
+
+	if (!op)
+		return SR_ENOMEM;
+	snprintf(op->session, sizeof(op->session), "%s", session);
+	op->done = done;
+	op->ud = ud;
+	/* In the heartbeat's list from now on, so that it does not release
+	 * the lease this takes. */
+	json_object_set_new(s->leasing, session, json_true());
+	if (uv_queue_work(s->ctx->loop, &op->work, take_work, take_done) != 0) {
+		json_object_del(s->leasing, session);
+		op_free(op);
+		return SR_EIO;
+	}
+	return SR_OK;
+}
+
+/* ------------------------------------------------------------- heartbeat */
+
+static void add(json_t *list, const char *session, int busy, int pending)
+{
+	json_array_append_new(list, json_pack("{s:s, s:b, s:b}", "session", session,
+					      "busy", busy, "pending", pending));
+}
+
+static void add_warm(void *ud, const char *session)
+{
+	add(ud, session, 0, 0);
+}
+
+static void beat_work(uv_work_t *w)
+{
+	lease_op *op = w->data;
+	sqlite3 *db = sr__db_open(op->state);
+
+	op->rc = db ? sr__lease_beat(db, op->svc->owner, op->held, now_ms(), op->ttl) : SR_EIO;
+	sqlite3_close(db);
+}
+
+static void beat(sr__svc *s);
+
+static void beat_done(uv_work_t *w, int status)
+{
+	lease_op *op = w->data;
+	sr__svc *s = op->svc;
+
+	(void)status;
+	op_free(op);
+	s->beating = 0;
+	if (s->beat_again) {
+		s->beat_again = 0;
+		beat(s);
+	}
+}
+
+/* What this service holds now, written: the sessions of its turns, of its
+ * pool, and of the leases being taken. */
+static void beat(sr__svc *s)
+{
+	json_t *list;
+	const char *session;
+	json_t *v;
+	lease_op *op;
+
+	if (s->beating) {
+		s->beat_again = 1;
+		return;
+	}
+	if (!(list = json_array()) || !(op = op_new(s))) {
+		json_decref(list);
+		return;
+	}
+	for (sr__svc_run *sr = s->runs; sr; sr = sr->next)
+		if (!sr->done && sr->session[0])
+			add(list, sr->session, 1, 0);
+	if (s->pool)
+		sr__pool_foreach(s->pool, add_warm, list);
+	json_object_foreach(s->leasing, session, v)
+		add(list, session, 0, 1);
+	op->held = json_dumps(list, JSON_COMPACT);
+	json_decref(list);
+	if (!op->held || uv_queue_work(s->ctx->loop, &op->work, beat_work, beat_done) != 0) {
+		op_free(op);
+		return;
+	}
+	s->beating = 1;
+}
+
+static void on_beat(uv_timer_t *t)
+{
+	beat(t->data);
+}
+
+void sr__svc_leases_kick(sr__svc *s)
+{
+	beat(s);
+}
+
+void sr__svc_leases_init(sr__svc *s)
+{
+	char host[256] = "localhost";
+	uint64_t every = (uint64_t)s->conf.lease_ttl_s * 1000 / 3;
+
+	gethostname(host, sizeof(host) - 1);
+	snprintf(s->owner, sizeof(s->owner), "%s:%ld", host, (long)getpid());
+	uv_timer_init(s->ctx->loop, &s->beat);
+	s->beat.data = s;
+	uv_timer_start(&s->beat, on_beat, every, every);
+	uv_unref((uv_handle_t *)&s->beat);
+}
+
+void sr__svc_leases_close(sr__svc *s)
+{
+	const char *state = sr__ctx_state_dir(s->ctx);
+	sqlite3 *db;
+
+	if (!s->owner[0])
+		return;
+	uv_timer_stop(&s->beat);
+	uv_close((uv_handle_t *)&s->beat, NULL);
+	/* At the very end, when nothing else is left to do: waited for. */
+	if (state && (db = sr__db_open(state))) {
+		sr__lease_release_all(db, s->owner);
+		sqlite3_close(db);
+	}
+	s->owner[0] = 0;
+}
