@@ -65,6 +65,7 @@ struct lease_wait {
 	sr__api_req *q;      /* NULL once the request is gone */
 	sr__svc_request req; /* parsed, checked */
 	int waiting;         /* ?wait=true */
+	int deleting;        /* for DELETE /v1/sessions/ID instead */
 	int answered;
 	int rc;
 	char holder[400];
@@ -362,31 +363,47 @@ static enum MHD_Result take_lease(sr__svc *s, sr__api_req *q, sr__svc_request *r
 				  int waiting)
 {
 	lease_wait *w = calloc(1, sizeof(*w));
+	const char *session = req ? req->session : q->id;
 
-	if (!w || sr__svc_lease_take(s, req->session, on_leased, w) != SR_OK) {
+	if (!w || sr__svc_lease_take(s, session, on_leased, w) != SR_OK) {
 		free(w);
-		sr__svc_request_clear(req);
+		if (req)
+			sr__svc_request_clear(req);
 		return send_error(s, q->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "store_failed",
 				  "cannot take the session's lease (out of memory)");
 	}
 	w->svc = s;
 	w->q = q;
-	w->req = *req;
-	memset(req, 0, sizeof(*req));
+	if (req) {
+		w->req = *req;
+		memset(req, 0, sizeof(*req));
+	} else {
+		w->deleting = 1;
+	}
 	w->waiting = waiting;
 	q->lease = w;
 	suspend(s, q);
 	return MHD_YES;
 }
 
+static enum MHD_Result destroy_session(sr__svc *s, sr__api_req *q);
+
 /* Resumed with the lease's answer. */
 static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
 {
 	lease_wait *w = q->lease;
+	const char *session = w->deleting ? q->id : w->req.session;
 	enum MHD_Result ret;
 
 	q->lease = NULL;
-	if (w->rc == SR_OK && s->draining) {
+	if (w->rc == SR_OK && w->deleting && sr__svc_session_busy(s, q->id)) {
+		ret = send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
+				 "session '%s' has a run going on (or is being deleted)", q->id);
+		sr__svc_leases_kick(s);
+	} else if (w->rc == SR_OK && w->deleting) {
+		ret = destroy_session(s, q);
+		sr__svc_leases_kick(s); /* released when nothing came of it */
+	} else if (w->rc == SR_OK && s->draining) {
 		ret = send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
 				 "the service is shutting down");
 		sr__svc_leases_kick(s);
@@ -395,11 +412,11 @@ static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
 	} else if (w->rc == SR_ESTATE) {
 		ret = send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_leased",
 				 "session '%s' is held by %s; send its turns there, or wait",
-				 w->req.session, w->holder);
+				 session, w->holder);
 	} else {
 		ret = send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "store_failed",
 				 "cannot take the lease of session '%s': the database cannot be "
-				 "used (see the service's log)", w->req.session);
+				 "used (see the service's log)", session);
 	}
 	sr__svc_request_clear(&w->req);
 	free(w);
@@ -611,6 +628,7 @@ static void on_session_destroyed(void *ud, const sr_result *res)
 				    sr__strerror(res->status));
 	}
 	json_object_del(s->deleting, op->session);
+	sr__svc_leases_kick(s); /* its lease released */
 	if (q) {
 		q->op = NULL;
 		q->status = status;
@@ -624,7 +642,23 @@ static void on_session_destroyed(void *ud, const sr_result *res)
 	sr__svc_check_drained(s);
 }
 
+/* DELETE /v1/sessions/ID: once the session's lease is this service's
+ * (another service may have a turn going on, or keep it warm). */
 static enum MHD_Result session_delete(sr__svc *s, sr__api_req *q)
+{
+	enum MHD_Result ret;
+	json_t *rec;
+
+	if (sr__svc_session_busy(s, q->id))
+		return send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
+				  "session '%s' has a run going on (or is being deleted)", q->id);
+	if (!(rec = load_session(s, q->conn, q->id, &ret)))
+		return ret;
+	json_decref(rec);
+	return take_lease(s, q, NULL, 0);
+}
+
+static enum MHD_Result destroy_session(sr__svc *s, sr__api_req *q)
 {
 	enum MHD_Result ret;
 	json_t *rec;
@@ -633,9 +667,6 @@ static enum MHD_Result session_delete(sr__svc *s, sr__api_req *q)
 	session_op *op;
 	int rc;
 
-	if (sr__svc_session_busy(s, q->id))
-		return send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
-				  "session '%s' has a run going on (or is being deleted)", q->id);
 	if (!(rec = load_session(s, q->conn, q->id, &ret)))
 		return ret;
 	pname = json_string_value(json_object_get(rec, "provider"));

@@ -168,6 +168,8 @@ static void beat(sr__svc *s)
 			add(list, sr->session, 1, 0);
 	if (s->pool)
 		sr__pool_foreach(s->pool, add_warm, list);
+	json_object_foreach(s->deleting, session, v)
+		add(list, session, 1, 0);
 	json_object_foreach(s->leasing, session, v)
 		add(list, session, 0, 1);
 	op->held = json_dumps(list, JSON_COMPACT);

@@ -532,6 +532,10 @@ URL=$R2
 api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
 code "replicas: a session kept warm by the other service is refused" 409
 grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID (kept warm"
+api DELETE "/v1/sessions/$SES2"
+code "replicas: nor can the other service delete it" 409
+grep_in "... session_leased" "$T/body" '"session_leased"'
+
 # Turns on one session at once on the two: exactly one runs.
 URL=$R1
 start_run "{\"prompt\":\"slow:1500\",\"session\":\"$SES2\"}"
@@ -567,6 +571,17 @@ grep -q ":$R2_PID warm$" "$T/lease" && ok "... which holds the lease now, warm" 
 api GET "/v1/sessions/$SES2"
 [ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3: no turn index written twice" ||
 	fail "... as turn 3 ($(cat "$T/body"))"
+start_run "{\"prompt\":\"ok\"}"
+wait_state "$RUN" finished || fail "replicas: a session to delete"
+SES3=$(get "$T/body" session)
+api DELETE "/v1/sessions/$SES3"
+code "replicas: the holder deletes a session it keeps warm" 200
+# (by the heartbeat the deletion set off)
+for _ in $(seq 40); do
+	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES3" >"$T/lease" 2>/dev/null || break
+	sleep 0.05
+done
+[ ! -s "$T/lease" ] && ok "... and its lease is released" || fail "... and its lease is released ($(cat "$T/lease"))"
 kill -TERM "$R2_PID"
 wait "$R2_PID"
 "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
