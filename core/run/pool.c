@@ -64,12 +64,21 @@ struct entry {
 	entry *next;
 };
 
+/* Places reserved for turns that are ending, by provider (max_warm is
+ * per provider). */
+typedef struct reservation {
+	sr__plugin *provider;
+	unsigned n;
+	struct reservation *next;
+} reservation;
+
 struct sr__pool {
 	sr__ctx *ctx;
 	unsigned live_s, max_warm, ttl_s;
 	entry *list;
 	unsigned running, stopped;
 	unsigned reserved; /* places taken for turns that are ending */
+	reservation *reservations;
 	unsigned pending;  /* provider calls in flight, timers closing */
 	int closing;
 	void (*done)(void *ud);
@@ -332,23 +341,64 @@ static void release_session(sr__pool *p, const char *session, const char *keep)
 	}
 }
 
-int sr__pool_reserve(sr__pool *p)
+static reservation *reservation_of(sr__pool *p, sr__plugin *provider, int make)
 {
+	reservation *r;
+
+	for (r = p->reservations; r; r = r->next)
+		if (r->provider == provider)
+			return r;
+	if (!make || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	r->provider = provider;
+	r->next = p->reservations;
+	p->reservations = r;
+	return r;
+}
+
+/* provider's places in use: kept running, and reserved. */
+static unsigned places(sr__pool *p, sr__plugin *provider)
+{
+	reservation *r = reservation_of(p, provider, 0);
+	unsigned n = r ? r->n : 0;
+
+	for (const entry *e = p->list; e; e = e->next)
+		if (e->provider == provider && e->state == E_RUNNING)
+			n++;
+	return n;
+}
+
+static const char *provider_name(const sr__plugin *provider)
+{
+	return provider && provider->desc && provider->desc->name ? provider->desc->name : "?";
+}
+
+int sr__pool_reserve(sr__pool *p, sr__plugin *provider)
+{
+	reservation *r;
+
 	if (p->closing || !p->live_s)
 		return 0;
-	if (p->running + p->reserved >= p->max_warm) {
-		sr__log(SR_LOG_INFO, "pool", "the warm pool is full (max_warm %u): a sandbox is "
-			"parked stopped", p->max_warm);
+	if (places(p, provider) >= p->max_warm) {
+		sr__log(SR_LOG_INFO, "pool", "the warm pool is full for provider %s (max_warm %u): "
+			"a sandbox is parked stopped", provider_name(provider), p->max_warm);
 		return 0;
 	}
+	if (!(r = reservation_of(p, provider, 1)))
+		return 0;
+	r->n++;
 	p->reserved++;
 	return 1;
 }
 
-void sr__pool_unreserve(sr__pool *p)
+void sr__pool_unreserve(sr__pool *p, sr__plugin *provider)
 {
-	if (p->reserved)
+	reservation *r = reservation_of(p, provider, 0);
+
+	if (r && r->n) {
+		r->n--;
 		p->reserved--;
+	}
 }
 
 int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox,
@@ -356,7 +406,7 @@ int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const c
 {
 	entry *e;
 
-	sr__pool_unreserve(p);
+	sr__pool_unreserve(p, provider);
 	if (p->closing || !acquired)
 		return 0;
 	release_session(p, session, NULL);
@@ -365,9 +415,9 @@ int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const c
 	if ((e->agent = agent))
 		sr__agent_watch(agent, on_agent_gone, e);
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->live_s * 1000, 0);
-	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s%s kept running for %u s (%u of %u "
-		"places)", session, sandbox, agent ? " and its agent" : "", p->live_s,
-		p->running + p->reserved, p->max_warm);
+	sr__log(SR_LOG_INFO, "pool", "session %s: sandbox %s%s kept running for %u s (%u of %s's "
+		"%u places)", session, sandbox, agent ? " and its agent" : "", p->live_s,
+		places(p, provider), provider_name(provider), p->max_warm);
 	return 1;
 }
 
@@ -449,7 +499,14 @@ void sr__pool_close(sr__pool *p, void (*done)(void *ud), void *ud)
 
 static void on_pool_closed(uv_handle_t *h)
 {
-	free(h->data);
+	sr__pool *p = h->data;
+
+	while (p->reservations) {
+		reservation *r = p->reservations;
+		p->reservations = r->next;
+		free(r);
+	}
+	free(p);
 }
 
 void sr__pool_free(sr__pool *p)

@@ -53,19 +53,20 @@ void sr__agent_stop(struct sr__agent *a, void (*gone)(void *ud), void *ud);
 void sr__agent_watch(struct sr__agent *a, void (*gone)(void *ud), void *ud);
 
 /* A pool on ctx's loop: live_s the live window (0: nothing is kept
- * running), max_warm the places, ttl_s the TTL of what it parked stopped
+ * running), max_warm the places of each provider, ttl_s the TTL of what it parked stopped
  * (0: none). */
 sr__pool *sr__pool_new(sr__ctx *ctx, unsigned live_s, unsigned max_warm,
 		       unsigned ttl_s);
 /* New limits for what comes next (a reload); what is warm stays. */
 void sr__pool_configure(sr__pool *p, unsigned live_s, unsigned max_warm,
 			unsigned ttl_s);
-/* Take a place for a clean turn's sandbox (and agent): 1 when one was
- * free (reserved until sr__pool_put or sr__pool_unreserve), 0 when the
- * pool is full or keeps nothing (the caller parks it stopped:
- * SR__TD_CAPACITY; a full pool is logged). */
-int sr__pool_reserve(sr__pool *p);
-void sr__pool_unreserve(sr__pool *p);
+/* Take one of provider's places (max_warm each) for a clean turn's
+ * sandbox (and agent): 1 when one was free (reserved until sr__pool_put
+ * or sr__pool_unreserve), 0 when provider's are all taken or the pool
+ * keeps nothing (the caller parks it stopped: SR__TD_CAPACITY; a full
+ * pool is logged). */
+int sr__pool_reserve(sr__pool *p, sr__plugin *provider);
+void sr__pool_unreserve(sr__pool *p, sr__plugin *provider);
 /* With a place reserved: keep the sandbox running for the live window.
  * 1, and the pool owns the sandbox and agent (NULL: none kept) from now
  * on; 0 (out of memory: the place is released, nothing is taken).

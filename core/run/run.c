@@ -240,7 +240,7 @@ static void release_sandbox(sr__run *r)
 		store_pointer(r, state);
 	if (d == SR__KEEP_RUNNING) {
 		/* A place reserved when the agent was kept, or taken now. */
-		if (r->o.pool && (r->reserved || sr__pool_reserve(r->o.pool))) {
+		if (r->o.pool && (r->reserved || sr__pool_reserve(r->o.pool, r->provider))) {
 			r->reserved = 0;
 			if (sr__pool_put(r->o.pool, r->provider, r->session, r->sandbox_id,
 					 r->acquired, r->o.network, r->kept)) {

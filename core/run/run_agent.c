@@ -583,7 +583,7 @@ int sr__run_keep_agent(sr__run *r)
 	    r->exit_code != SR_RUN_EXIT_OK || !r->acp_session || r->inflight != 1 ||
 	    sr__acp_pending(a->acp) || r->perms || !r->sandbox_id)
 		return 0;
-	if (!r->reserved && !(r->reserved = sr__pool_reserve(r->o.pool)))
+	if (!r->reserved && !(r->reserved = sr__pool_reserve(r->o.pool, r->provider)))
 		return 0;
 	if (!(a->acp_session = strdup(r->acp_session)))
 		return 0;
@@ -616,7 +616,7 @@ void sr__run_free_agents(sr__run *r, int all)
 		sr__agent_stop(r->warm_agent, NULL, NULL);
 	r->kept = r->warm_agent = NULL;
 	if (r->reserved && r->o.pool)
-		sr__pool_unreserve(r->o.pool);
+		sr__pool_unreserve(r->o.pool, r->provider);
 	r->reserved = 0;
 }
 

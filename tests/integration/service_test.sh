@@ -476,7 +476,7 @@ api POST /v1/runs '{"prompt":"ok"}'
 SA=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
 api POST /v1/runs '{"prompt":"ok"}'
 SBB=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/body")
-wait_log "$T/cool.log" "the warm pool is full (max_warm 1)" &&
+wait_log "$T/cool.log" "the warm pool is full for provider local (max_warm 1)" &&
 	ok "max_warm is strict: the second sandbox is parked stopped" ||
 	fail "max_warm is strict: the second sandbox is parked stopped"
 grep -q '"state": *"parked-stopped"' "$boxes/$SBB/meta.json" && ok "... it is stopped" ||

@@ -44,7 +44,7 @@ static void counts(sr__pool *p, unsigned running, unsigned stopped)
  * is free (or put fails). */
 static int put(sr__pool *p, const char *session, const char *sandbox, const char *acquired)
 {
-	if (!sr__pool_reserve(p))
+	if (!sr__pool_reserve(p, rude))
 		return 0;
 	return sr__pool_put(p, rude, session, sandbox, acquired, SR_NET_OPEN, NULL);
 }
@@ -152,7 +152,8 @@ Test(pool, capacity_is_strict)
 
 	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
 	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 0);
-	cr_assert(strstr(t_log_text(), "the warm pool is full (max_warm 1)"), "%s", t_log_text());
+	cr_assert(strstr(t_log_text(), "the warm pool is full for provider rude (max_warm 1)"), "%s",
+		  t_log_text());
 	counts(p, 1, 0);
 	/* A place freed is a place again. */
 	cr_assert_eq(sr__pool_drop(p, "ses-a"), 1);
@@ -168,11 +169,31 @@ Test(pool, capacity_is_strict)
 	/* A reserved place counts (a turn ending with its agent kept), until
 	 * it is used or given back. */
 	sr__pool_configure(p, 60, 2, 0);
-	cr_assert_eq(sr__pool_reserve(p), 1);
+	cr_assert_eq(sr__pool_reserve(p, rude), 1);
 	counts(p, 2, 0);
-	cr_assert_eq(sr__pool_reserve(p), 0);
-	sr__pool_unreserve(p);
+	cr_assert_eq(sr__pool_reserve(p, rude), 0);
+	sr__pool_unreserve(p, rude);
 	counts(p, 1, 0);
+	close_pool(p);
+}
+
+Test(pool, max_warm_is_per_provider)
+{
+	sr__pool *p = sr__pool_new(&ctx, 60, 1, 0);
+	sr__plugin other = *rude; /* another provider, as the pool tells them apart */
+
+	cr_assert_eq(put(p, "ses-a", "sb-a", "{}"), 1);
+	cr_assert_eq(put(p, "ses-b", "sb-b", "{}"), 0, "rude's one place is taken");
+	cr_assert_eq(sr__pool_reserve(p, &other), 1, "the other provider has its own");
+	cr_assert_eq(sr__pool_put(p, &other, "ses-c", "sb-c", "{}", SR_NET_OPEN, NULL), 1);
+	cr_assert_eq(sr__pool_reserve(p, &other), 0);
+	counts(p, 2, 0);
+	/* Giving back a place of a provider that has none reserved is nothing. */
+	sr__pool_unreserve(p, &other);
+	counts(p, 2, 0);
+	cr_assert_eq(sr__pool_drop(p, "ses-c"), 1);
+	cr_assert_eq(sr__pool_drop(p, "ses-a"), 1);
+	counts(p, 0, 0);
 	close_pool(p);
 }
 
