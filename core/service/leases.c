@@ -5,7 +5,9 @@
  * [service] lease_ttl, and released by the first heartbeat after neither
  * holds it. A service that dies stops renewing: its leases expire and
  * another service takes its sessions over. Every database call is made on
- * libuv's thread pool, each with a connection of its own. */
+ * libuv's thread pool, through one connection of the service's, one call
+ * at a time (a lock rather than SQLite's busy waits between the pool's
+ * threads). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -39,6 +41,31 @@ static int64_t now_ms(void)
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* The service's connection, opened by the first call that needs it. */
+static uv_once_t lock_once = UV_ONCE_INIT;
+static uv_mutex_t lock;
+
+static void make_lock(void)
+{
+	uv_mutex_init(&lock);
+}
+
+static sqlite3 *db_get(lease_op *op)
+{
+	uv_once(&lock_once, make_lock);
+	uv_mutex_lock(&lock);
+	if (!op->svc->lease_db)
+		op->svc->lease_db = sr__db_open(op->state);
+	if (!op->svc->lease_db)
+		uv_mutex_unlock(&lock);
+	return op->svc->lease_db;
+}
+
+static void db_put(void)
+{
+	uv_mutex_unlock(&lock);
+}
+
 static lease_op *op_new(sr__svc *s)
 {
 	const char *state = sr__ctx_state_dir(s->ctx);
@@ -66,13 +93,14 @@ static void op_free(lease_op *op)
 static void take_work(uv_work_t *w)
 {
 	lease_op *op = w->data;
-	sqlite3 *db = sr__db_open(op->state);
+	sqlite3 *db = db_get(op);
 
 	op->rc = SR_EIO;
-	if (db)
+	if (db) {
 		op->rc = sr__lease_acquire(db, op->session, op->svc->owner, 1, now_ms(), op->ttl,
 					   op->holder, sizeof(op->holder));
-	sqlite3_close(db);
+		db_put();
+	}
 }
 
 static void take_done(uv_work_t *w, int status)
@@ -124,10 +152,13 @@ static void add_warm(void *ud, const char *session)
 static void beat_work(uv_work_t *w)
 {
 	lease_op *op = w->data;
-	sqlite3 *db = sr__db_open(op->state);
+	sqlite3 *db = db_get(op);
 
-	op->rc = db ? sr__lease_beat(db, op->svc->owner, op->held, now_ms(), op->ttl) : SR_EIO;
-	sqlite3_close(db);
+	op->rc = SR_EIO;
+	if (db) {
+		op->rc = sr__lease_beat(db, op->svc->owner, op->held, now_ms(), op->ttl);
+		db_put();
+	}
 }
 
 static void beat(sr__svc *s);
@@ -213,10 +244,13 @@ void sr__svc_leases_close(sr__svc *s)
 		return;
 	uv_timer_stop(&s->beat);
 	uv_close((uv_handle_t *)&s->beat, NULL);
-	/* At the very end, when nothing else is left to do: waited for. */
-	if (state && (db = sr__db_open(state))) {
+	/* At the very end, when nothing else is left to do (no call on the
+	 * thread pool): waited for. */
+	db = s->lease_db ? s->lease_db : state ? sr__db_open(state) : NULL;
+	if (db) {
 		sr__lease_release_all(db, s->owner);
 		sqlite3_close(db);
 	}
+	s->lease_db = NULL;
 	s->owner[0] = 0;
 }

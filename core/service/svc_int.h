@@ -51,6 +51,7 @@ struct sr__svc {
 	json_t *leasing;         /* sessions whose lease is being taken */
 	uv_timer_t beat;         /* the leases' heartbeat */
 	int beating, beat_again; /* one written at a time */
+	struct sqlite3 *lease_db; /* the leases' connection (thread pool) */
 };
 
 struct sr__svc_run {
