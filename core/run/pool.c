@@ -5,11 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/time.h>
+
 #include "core/host/log.h"
 #include "core/host/status.h"
+#include "core/plugins/loader.h"
+#include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
 #include "core/run/pool.h"
 #include "core/run/session.h"
+#include "core/store/db.h"
+#include "core/store/dbq.h"
+#include "core/store/warm.h"
 
 /* ------------------------------------------------------------ the table */
 
@@ -59,6 +66,7 @@ struct entry {
 	int network;
 	int state;
 	int orphan;       /* out of the list: freed when its call answers */
+	int keep_record;  /* parked stopped at a stop: its TTL outlives it */
 	struct sr__agent *agent; /* kept alive with it, or NULL */
 	uv_timer_t timer;
 	entry *next;
@@ -79,6 +87,8 @@ struct sr__pool {
 	unsigned running, stopped;
 	unsigned reserved; /* places taken for turns that are ending */
 	reservation *reservations;
+	sr__dbq *q;        /* the record in the database, or NULL */
+	char owner[320];
 	unsigned pending;  /* provider calls in flight, timers closing */
 	int closing;
 	void (*done)(void *ud);
@@ -134,11 +144,92 @@ static void on_entry_closed(uv_handle_t *h)
 	check_closed(p);
 }
 
+/* ----------------------------------------------------------- the record */
+
+typedef struct record_job {
+	sr__pool *p;
+	char session[40], provider[64];
+	char *sandbox;
+	int running, forget;
+	int64_t ttl_at;
+} record_job;
+
+static int64_t now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static const char *provider_name(const sr__plugin *provider);
+static void check_closed(sr__pool *p);
+
+static int record_run(sqlite3 *db, void *arg)
+{
+	record_job *j = arg;
+
+	if (j->forget)
+		return sr__warm_forget(db, j->session, j->sandbox);
+	return sr__warm_record(db, j->session, j->sandbox, j->provider, j->running, j->ttl_at,
+			       j->p->owner);
+}
+
+static void record_done(void *arg, int rc)
+{
+	record_job *j = arg;
+	sr__pool *p = j->p;
+
+	(void)rc; /* logged by the job */
+	free(j->sandbox);
+	free(j);
+	p->pending--;
+	check_closed(p);
+}
+
+enum { REC_HOLD, REC_PARKED, REC_FORGET };
+
+/* Write what the pool holds for e (REC_HOLD as it is, REC_PARKED parked
+ * stopped with its TTL) or that it holds it no more, in the order the
+ * changes were made; the pool closes after the last write. */
+static void push_record(sr__pool *p, const char *session, const char *sandbox,
+			const char *provider, int what, int running)
+{
+	record_job *j;
+
+	if (!(j = calloc(1, sizeof(*j))) || !(j->sandbox = strdup(sandbox))) {
+		free(j);
+		return;
+	}
+	j->p = p;
+	snprintf(j->session, sizeof(j->session), "%s", session);
+	snprintf(j->provider, sizeof(j->provider), "%s", provider);
+	j->forget = what == REC_FORGET;
+	j->running = running && what != REC_PARKED;
+	if (!j->running && p->ttl_s)
+		j->ttl_at = now_ms() + (int64_t)p->ttl_s * 1000;
+	if (sr__dbq_push(p->q, record_run, record_done, j) != SR_OK) {
+		free(j->sandbox);
+		free(j);
+		return;
+	}
+	p->pending++;
+}
+
+static void record(sr__pool *p, const entry *e, int what)
+{
+	if (!p->q || (what == REC_FORGET && e->keep_record))
+		return;
+	push_record(p, e->session, e->sandbox, provider_name(e->provider), what,
+		    e->state != E_STOPPED);
+}
+
 static void unlink_entry(sr__pool *p, entry *e)
 {
 	for (entry **pp = &p->list; *pp; pp = &(*pp)->next) {
 		if (*pp == e) {
 			*pp = e->next;
+			record(p, e, REC_FORGET);
 			break;
 		}
 	}
@@ -245,6 +336,12 @@ static void on_answered(entry *e, const sr_result *res, int destroyed)
 		sr__session_forget_sandbox(sr__ctx_state_dir(p->ctx), e->session, e->sandbox);
 	if (res->status != SR_OK && res->status != SR_ENOTFOUND)
 		left_to_janitor(e, res->message ? res->message : sr__strerror(res->status));
+	if (p->closing && !e->orphan && !destroyed && res->status == SR_OK && p->ttl_s) {
+		/* Parked at a stop: the next start destroys it when its TTL
+		 * ends. */
+		record(p, e, REC_PARKED);
+		e->keep_record = 1;
+	}
 	if (e->orphan || destroyed || res->status != SR_OK || p->closing || !p->ttl_s) {
 		torn_down(p, e);
 		return;
@@ -252,6 +349,7 @@ static void on_answered(entry *e, const sr_result *res, int destroyed)
 	/* Parked stopped: destroyed after the TTL unless a turn takes it. */
 	e->state = E_STOPPED;
 	p->stopped++;
+	record(p, e, REC_HOLD);
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
 }
 
@@ -321,6 +419,7 @@ static entry *add(sr__pool *p, sr__plugin *provider, const char *session, const 
 		p->running++;
 	else
 		p->stopped++;
+	record(p, e, REC_HOLD);
 	return e;
 }
 
@@ -468,6 +567,58 @@ int sr__pool_drop(sr__pool *p, const char *session)
 	return 1;
 }
 
+int sr__pool_record(sr__pool *p, const char *state)
+{
+	sqlite3 *db = sr__db_open(state);
+	json_t *rows, *row;
+	size_t i;
+	unsigned parked = 0, kept = 0;
+
+	if (!db || !(p->q = sr__dbq_new(p->ctx->loop, state))) {
+		sqlite3_close(db);
+		return SR_EIO;
+	}
+	sr__db_owner(p->owner, sizeof(p->owner));
+	rows = sr__warm_adopt(db, p->owner);
+	sqlite3_close(db);
+	if (!rows)
+		return SR_EIO;
+	json_array_foreach(rows, i, row) {
+		const char *session = json_string_value(json_object_get(row, "session"));
+		const char *sandbox = json_string_value(json_object_get(row, "sandbox"));
+		const char *name = json_string_value(json_object_get(row, "provider"));
+		int running = json_is_true(json_object_get(row, "running"));
+		int64_t left = json_integer_value(json_object_get(row, "ttl_at")) - now_ms();
+		sr__plugin *provider = sr__registry_find(p->ctx->reg, SR_PLUGIN_PROVIDER, name);
+		entry *e;
+		if (!provider || sr__plugin_start(p->ctx, provider) != SR_OK) {
+			sr__log(SR_LOG_WARN, "pool", "session %s: sandbox %s was kept warm by a "
+				"service that stopped, on provider %s, which is not loaded here "
+				"(`sandrun janitor` finds it)", session, sandbox, name);
+			continue;
+		}
+		if (!running && !p->ttl_s) {
+			/* No TTL here: parked stopped is where it stays. */
+			push_record(p, session, sandbox, name, REC_FORGET, 0);
+			continue;
+		}
+		/* Running: parked stopped at once (its agent died with the
+		 * service); stopped: destroyed when its TTL ends. */
+		if (!(e = add(p, provider, session, sandbox, NULL, 0, running ? E_RUNNING : E_STOPPED)))
+			continue;
+		uv_timer_start(&e->timer, on_timer, running || left < 0 ? 0 : (uint64_t)left, 0);
+		if (running)
+			parked++;
+		else
+			kept++;
+	}
+	if (parked || kept)
+		sr__log(SR_LOG_INFO, "pool", "found %u sandboxes a stopped service kept running "
+			"(parking them stopped) and %u parked with a TTL", parked, kept);
+	json_decref(rows);
+	return SR_OK;
+}
+
 void sr__pool_foreach(const sr__pool *p, void (*fn)(void *ud, const char *session), void *ud)
 {
 	for (const entry *e = p->list; e; e = e->next)
@@ -489,10 +640,12 @@ void sr__pool_close(sr__pool *p, void (*done)(void *ud), void *ud)
 	p->done_ud = ud;
 	for (e = p->list; e; e = next) {
 		next = e->next;
-		if (e->state == E_RUNNING)
+		if (e->state == E_RUNNING) {
 			tear_down(p, e, SR__TD_SHUTDOWN);
-		else if (e->state == E_STOPPED)
+		} else if (e->state == E_STOPPED) {
+			e->keep_record = 1; /* its TTL goes on at the next start */
 			drop_entry(p, e);
+		}
 	}
 	check_closed(p);
 }
@@ -501,6 +654,7 @@ static void on_pool_closed(uv_handle_t *h)
 {
 	sr__pool *p = h->data;
 
+	sr__dbq_close(p->q);
 	while (p->reservations) {
 		reservation *r = p->reservations;
 		p->reservations = r->next;

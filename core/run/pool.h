@@ -90,6 +90,12 @@ char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox,
 /* The session is deleted: the pool forgets its sandbox without a provider
  * call (the caller destroys it). 1 when it had one. */
 int sr__pool_drop(sr__pool *p, const char *session);
+/* Record what the pool holds in state's database from now on, and take
+ * what services that no longer run recorded: their running sandboxes are
+ * parked stopped (their agents died with them), their parked ones
+ * destroyed when the TTL ends. SR_EIO (logged) when the database cannot
+ * be used. */
+int sr__pool_record(sr__pool *p, const char *state);
 /* Each session whose sandbox the pool holds (running or waiting for its
  * TTL). */
 void sr__pool_foreach(const sr__pool *p, void (*fn)(void *ud, const char *session), void *ud);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 #include "core/host/log.h"
 #include "core/service/svc_int.h"
@@ -224,11 +223,9 @@ void sr__svc_leases_kick(sr__svc *s)
 
 void sr__svc_leases_init(sr__svc *s)
 {
-	char host[256] = "localhost";
 	uint64_t every = (uint64_t)s->conf.lease_ttl_s * 1000 / 3;
 
-	gethostname(host, sizeof(host) - 1);
-	snprintf(s->owner, sizeof(s->owner), "%s:%ld", host, (long)getpid());
+	sr__db_owner(s->owner, sizeof(s->owner));
 	uv_timer_init(s->ctx->loop, &s->beat);
 	s->beat.data = s;
 	uv_timer_start(&s->beat, on_beat, every, every);

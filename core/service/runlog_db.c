@@ -11,13 +11,10 @@
  * most recently retired runs. */
 #include "config.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "core/host/log.h"
@@ -307,21 +304,6 @@ static const sr__runlog_ops db_ops = {
 
 /* ------------------------------------------------------------------ load */
 
-/* Whether owner ("host:pid") names a process other than this one that
- * still runs on this host. */
-static int owner_alive(const db_log *l, const char *owner)
-{
-	const char *colon = owner ? strrchr(owner, ':') : NULL;
-	long pid;
-
-	if (!colon || strcmp(owner, l->owner) == 0)
-		return 0;
-	if (strncmp(owner, l->owner, (size_t)(colon - owner) + 1) != 0)
-		return 0; /* another host's: its process cannot be asked */
-	pid = strtol(colon + 1, NULL, 10);
-	return pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
 /* The events of run id into memory, numbered as they were. */
 static int load_events(db_log *l, const char *id, json_t *summary)
 {
@@ -387,7 +369,7 @@ static int load(db_log *l)
 		const char *owner = (const char *)sqlite3_column_text(st, 2);
 		int live = sqlite3_column_int(st, 3);
 		json_t *summary = text ? json_loads(text, 0, NULL) : NULL;
-		if (!id || !json_is_object(summary) || (live && owner_alive(l, owner))) {
+		if (!id || !json_is_object(summary) || (live && sr__db_owner_alive(owner))) {
 			if (id && !json_is_object(summary))
 				sr__log(SR_LOG_WARN, "service", "run %s: its summary in the "
 					"database does not read as JSON; not loaded", id);
@@ -417,7 +399,6 @@ sr__runlog *sr__runlog_db_new(const char *state, size_t per_run, size_t kept, ch
 			      size_t errlen)
 {
 	db_log *l = calloc(1, sizeof(*l));
-	char host[256] = "localhost";
 
 	if (!l) {
 		snprintf(err, errlen, "out of memory");
@@ -427,8 +408,7 @@ sr__runlog *sr__runlog_db_new(const char *state, size_t per_run, size_t kept, ch
 	l->per_run = per_run ? per_run : 1;
 	l->kept = kept;
 	l->tail = &l->head;
-	gethostname(host, sizeof(host) - 1);
-	snprintf(l->owner, sizeof(l->owner), "%s:%ld", host, (long)getpid());
+	sr__db_owner(l->owner, sizeof(l->owner));
 	if (uv_mutex_init(&l->lock) != 0 || uv_cond_init(&l->wake) != 0) {
 		free(l);
 		snprintf(err, errlen, "cannot make a lock");

@@ -79,6 +79,11 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		rc = SR_ENOMEM;
 		goto fail;
 	}
+	if (sr__pool_record(s->pool, state) != SR_OK) {
+		snprintf(err, n, "cannot record the warm pool in %s/sandrun.db (see above)", state);
+		rc = SR_EIO;
+		goto fail;
+	}
 	memset(&ho, 0, sizeof(ho));
 	ho.listen = conf->listen;
 	ho.handler = sr__api_request;

@@ -8,22 +8,49 @@
  *      and left where they were
  *   2  runs and run_events (the service's run log, core/service/
  *      runlog_db.c)
- *   3  leases (which service holds a session, core/store/lease.c) */
+ *   3  leases (which service holds a session, core/store/lease.c)
+ *   4  warm (the sandboxes a service's pool holds, core/run/pool.c) */
 #include "config.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/host/fsutil.h"
 #include "core/host/log.h"
 #include "core/run/session.h"
 #include "core/store/db.h"
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
+
+void sr__db_owner(char *buf, size_t n)
+{
+	char host[256] = "localhost";
+
+	gethostname(host, sizeof(host) - 1);
+	snprintf(buf, n, "%s:%ld", host, (long)getpid());
+}
+
+int sr__db_owner_alive(const char *owner)
+{
+	const char *colon = owner ? strrchr(owner, ':') : NULL;
+	char me[320];
+	long pid;
+
+	sr__db_owner(me, sizeof(me));
+	if (!colon || strcmp(owner, me) == 0)
+		return 0;
+	if (strncmp(owner, me, (size_t)(colon - owner) + 1) != 0)
+		return 0;
+	pid = strtol(colon + 1, NULL, 10);
+	return pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
 
 int sr__db_error(sqlite3 *db, const char *area, const char *what)
 {
@@ -148,6 +175,12 @@ static int migrate(sqlite3 *db, const char *state)
 			 "busy INTEGER NOT NULL, expires INTEGER NOT NULL, heartbeat INTEGER "
 			 "NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
 		rc = sr__db_error(db, "store", "cannot create the leases table");
+	/* 4: the warm pool's sandboxes; ttl_at in Unix milliseconds. */
+	if (rc == SR_OK && version < 4 &&
+	    sqlite3_exec(db, "CREATE TABLE warm (session TEXT PRIMARY KEY, sandbox TEXT NOT NULL, "
+			 "provider TEXT NOT NULL, running INTEGER NOT NULL, ttl_at INTEGER, "
+			 "owner TEXT NOT NULL)", NULL, NULL, NULL) != SQLITE_OK)
+		rc = sr__db_error(db, "store", "cannot create the warm table");
 	if (rc == SR_OK && version < SCHEMA_VERSION) {
 		char sql[64];
 		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);

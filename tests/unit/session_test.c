@@ -1,8 +1,10 @@
 /* Session pointers (core/run/session.c): ids, the compare-and-set on the turn
  * index, records that cannot be read, the database's schema and the import
- * of the earlier store's files; session leases (core/store/lease.c). */
+ * of the earlier store's files; session leases (core/store/lease.c) and
+ * the warm pool's record (core/store/warm.c). */
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <sqlite3.h>
@@ -11,6 +13,7 @@
 #include "core/run/session.h"
 #include "core/store/db.h"
 #include "core/store/lease.h"
+#include "core/store/warm.h"
 
 static char *dir;
 static const char id[] = "ses-0123456789abcdef";
@@ -186,7 +189,7 @@ Test(session, a_newer_schema_is_refused)
 	cr_assert_eq(store(0, 1), SR_OK);
 	sql("PRAGMA user_version = 99");
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
-	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (3)"), "%s",
+	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (4)"), "%s",
 		  t_log_text());
 }
 
@@ -269,5 +272,46 @@ Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
 	cr_assert_eq(sr__lease_release_all(db, "h:3"), SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, id, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, b, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
+	sqlite3_close(db);
+}
+
+/* ------------------------------------------------------- warm record */
+
+Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
+{
+	sqlite3 *db = sr__db_open(dir);
+	char me[320], alive[400];
+	json_t *rows;
+
+	cr_assert(db);
+	sr__db_owner(me, sizeof(me));
+	/* The parent of this test runs: a service that still runs. */
+	snprintf(alive, sizeof(alive), "%.*s:%ld", (int)(strrchr(me, ':') - me), me,
+		 (long)getppid());
+	cr_assert_eq(sr__warm_record(db, "ses-a", "sb-a", "local", 1, 0, "h:999999999"), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-b", "sb-b", "daytona", 0, 5000, "h:999999999"), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-c", "sb-c", "local", 1, 0, alive), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-d", "sb-d", "local", 1, 0, "h:999999999"), SR_OK);
+	/* A record that names another sandbox now is not forgotten. */
+	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
+	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
+	rows = sr__warm_adopt(db, me);
+	cr_assert(json_is_array(rows));
+	cr_assert_eq(json_array_size(rows), 2, "ses-b and ses-d: %s", json_dumps(rows, 0));
+	for (size_t i = 0; i < 2; i++) {
+		json_t *r = json_array_get(rows, i);
+		const char *s = json_string_value(json_object_get(r, "session"));
+		cr_assert(strcmp(s, "ses-b") == 0 || strcmp(s, "ses-d") == 0, "%s", s);
+		if (strcmp(s, "ses-b") == 0) {
+			cr_assert_str_eq(json_string_value(json_object_get(r, "provider")), "daytona");
+			cr_assert(json_is_false(json_object_get(r, "running")));
+			cr_assert_eq(json_integer_value(json_object_get(r, "ttl_at")), 5000);
+		}
+	}
+	json_decref(rows);
+	/* Adopted: this process's now, not adopted twice. */
+	rows = sr__warm_adopt(db, me);
+	cr_assert_eq(json_array_size(rows), 0);
+	json_decref(rows);
 	sqlite3_close(db);
 }
