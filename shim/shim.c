@@ -20,10 +20,10 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -166,33 +166,53 @@ static void drop_spare(void)
 	spare_path[0] = 0;
 }
 
+/* Whether path is still the file open as fd (nothing replaced it). */
+static int same_file(const char *path, int fd)
+{
+	struct stat a, b;
+
+	return lstat(path, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 /* Keep the collected response DIR/<id>.res (open read-write as fd) as the
- * file the next request is written into: moved to DIR/.spare/, where the
- * runner's watch of DIR does not see it. Reusing the inode saves making
- * one per call and freeing one per call, the two dearest steps of a call
- * on ext4 (whose allocator also skips inodes freed in the last seconds,
- * one by one, when it has no journal). Only a file that is ours alone: a
- * regular file of one link, writable. 1 if kept. */
+ * file the next request is written into: moved to DIR/.spare/ under a
+ * random name, where the runner's watch of DIR does not see it. Reusing
+ * the inode saves making one per call and freeing one per call, the two
+ * dearest steps of a call on ext4 (whose allocator also skips inodes
+ * freed in the last seconds, one by one, when it has no journal). Only a
+ * file that is ours alone: a regular file of one link, writable. The
+ * shim holds a lock on it (flock) while it is kept, which tells other
+ * shims sweeping the directory that it is not left over. 1 if kept. */
 static int keep_spare(const char *path, int fd)
 {
-	static unsigned long n;
 	static int have_dir;
+	unsigned char r[8];
 	char dir[4096];
 	struct stat st;
 
 	if (!keep_spares || spare_fd >= 0 || named_tmp)
 		return 0;
 	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR || fstat(fd, &st) != 0 ||
-	    !S_ISREG(st.st_mode) || st.st_nlink != 1)
+	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || flock(fd, LOCK_EX | LOCK_NB) != 0)
+		return 0;
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		return 0;
 	snprintf(dir, sizeof(dir), "%s/" SR_RELAY_SPARE_DIR, relay_dir);
-	snprintf(spare_path, sizeof(spare_path), "%s/%ld-%lu", dir, (long)getpid(), ++n);
+	snprintf(spare_path, sizeof(spare_path), "%s/%02x%02x%02x%02x%02x%02x%02x%02x", dir,
+		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
 	/* The directory goes when the last shim using it exits. */
 	for (int tries = 0; tries < 2; tries++) {
 		if (!have_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
 			break;
 		have_dir = 1;
-		if (rename(path, spare_path) == 0) {
+		if (renameat2(AT_FDCWD, path, AT_FDCWD, spare_path, RENAME_NOREPLACE) == 0) {
+			/* The name moved may not be the file read (published
+			 * again meanwhile): then it is not ours to keep. */
+			if (!same_file(spare_path, fd)) {
+				unlink(spare_path);
+				break;
+			}
 			spare_fd = fd;
 			return 1;
 		}
@@ -205,7 +225,8 @@ static int keep_spare(const char *path, int fd)
 }
 
 /* Remove the spares that shims which are gone left behind (killed before
- * their exit could): DIR/.spare/PID-N of a PID that no longer runs. */
+ * their exit could): files in DIR/.spare/ that no process holds a lock
+ * on. */
 static void sweep_spares(void)
 {
 	char dir[4096], path[8192];
@@ -216,14 +237,19 @@ static void sweep_spares(void)
 	if (!(d = opendir(dir)))
 		return;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (pid <= 0 || *end != '-' || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			unlink(path);
+		int fd;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ELOOP)
+				unlink(path);
+			continue;
 		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(path, fd))
+			unlink(path);
+		close(fd);
 	}
 	closedir(d);
 }
@@ -231,31 +257,40 @@ static void sweep_spares(void)
 /* Publish text as final from a kept spare: write it over the old
  * content, then move it to its name, never replacing (renameat2
  * RENAME_NOREPLACE, or a link and an unlink where the file system refuses
- * that). 0, 1 for no kept spare, or -1 with errno set. */
+ * that). 0; 1 for no kept spare, or one that failed before anything was
+ * visible (dropped: the caller publishes another way); -1 with errno set. */
 static int publish_kept(const char *text, size_t len, const char *final)
 {
-	int e;
-
 	if (spare_fd < 0 || !spare_path[0])
 		return 1;
-	if (pwrite_all(spare_fd, text, len) != 0 || ftruncate(spare_fd, (off_t)len) != 0)
-		goto fail;
-	if (renameat2(AT_FDCWD, spare_path, AT_FDCWD, final, RENAME_NOREPLACE) != 0) {
-		if (errno != EINVAL && errno != ENOSYS)
-			goto fail;
-		if (link(spare_path, final) != 0)
-			goto fail;
-		unlink(spare_path);
+	if (!same_file(spare_path, spare_fd)) {
+		/* Not ours any more: left alone. */
+		close(spare_fd);
+		spare_fd = -1;
+		spare_path[0] = 0;
+		return 1;
 	}
-	close(spare_fd);
+	if (pwrite_all(spare_fd, text, len) != 0 || ftruncate(spare_fd, (off_t)len) != 0) {
+		drop_spare();
+		return 1;
+	}
+	if (renameat2(AT_FDCWD, spare_path, AT_FDCWD, final, RENAME_NOREPLACE) != 0) {
+		int e = errno;
+		if ((e == EINVAL || e == ENOSYS) && link(spare_path, final) == 0) {
+			unlink(spare_path);
+		} else {
+			drop_spare();
+			if (e == EEXIST) {
+				errno = e;
+				return -1; /* the id is in use: never replaced */
+			}
+			return 1;
+		}
+	}
+	close(spare_fd); /* and its lock */
 	spare_fd = -1;
 	spare_path[0] = 0;
 	return 0;
-fail:
-	e = errno;
-	drop_spare();
-	errno = e;
-	return -1;
 }
 
 /* Publish text as final from the anonymous spare: write it, then give it

@@ -2,9 +2,11 @@
  *
  * Secrets live in a small table of copies that are wiped on release. Every
  * line is formatted into a buffer first and redacted before it is written,
- * so a secret cannot leak through any format argument. */
+ * so a secret cannot leak through any format argument. The table is
+ * guarded by a lock: the database's threads log too. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@ static int log_level = SR_LOG_INFO;
 static FILE *log_stream;
 static char **secrets;
 static size_t n_secrets;
+static pthread_mutex_t secrets_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
@@ -50,16 +53,19 @@ void sr__secret_register(const char *value)
 
 	if (!value || strlen(value) < 4)
 		return;
+	pthread_mutex_lock(&secrets_lock);
 	for (size_t i = 0; i < n_secrets; i++)
 		if (strcmp(secrets[i], value) == 0)
-			return;
+			goto out;
 	grown = realloc(secrets, (n_secrets + 1) * sizeof(*secrets));
 	if (!grown)
-		return;
+		goto out;
 	secrets = grown;
 	secrets[n_secrets] = strdup(value);
 	if (secrets[n_secrets])
 		n_secrets++;
+out:
+	pthread_mutex_unlock(&secrets_lock);
 }
 
 static void wipe_free(char *s)
@@ -74,11 +80,13 @@ static void wipe_free(char *s)
 
 void sr__secrets_clear(void)
 {
+	pthread_mutex_lock(&secrets_lock);
 	for (size_t i = 0; i < n_secrets; i++)
 		wipe_free(secrets[i]);
 	free(secrets);
 	secrets = NULL;
 	n_secrets = 0;
+	pthread_mutex_unlock(&secrets_lock);
 }
 
 /* Replace each occurrence of one secret; returns a new string or NULL. */
@@ -105,11 +113,13 @@ char *sr__redact(const char *s)
 {
 	char *cur = strdup(s ? s : "");
 
+	pthread_mutex_lock(&secrets_lock);
 	for (size_t i = 0; cur && i < n_secrets; i++) {
 		char *next = replace_all(cur, secrets[i]);
 		wipe_free(cur);
 		cur = next;
 	}
+	pthread_mutex_unlock(&secrets_lock);
 	return cur;
 }
 

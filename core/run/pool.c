@@ -67,6 +67,7 @@ struct entry {
 	int state;
 	int orphan;       /* out of the list: freed when its call answers */
 	int keep_record;  /* parked stopped at a stop: its TTL outlives it */
+	int64_t ttl_at;   /* parked stopped: when its TTL ends (Unix ms) */
 	struct sr__agent *agent; /* kept alive with it, or NULL */
 	uv_timer_t timer;
 	entry *next;
@@ -193,7 +194,7 @@ enum { REC_HOLD, REC_PARKED, REC_FORGET };
  * stopped with its TTL) or that it holds it no more, in the order the
  * changes were made; the pool closes after the last write. */
 static void push_record(sr__pool *p, const char *session, const char *sandbox,
-			const char *provider, int what, int running)
+			const char *provider, int what, int running, int64_t ttl_at)
 {
 	record_job *j;
 
@@ -207,7 +208,8 @@ static void push_record(sr__pool *p, const char *session, const char *sandbox,
 	j->forget = what == REC_FORGET;
 	j->running = running && what != REC_PARKED;
 	if (!j->running && p->ttl_s)
-		j->ttl_at = now_ms() + (int64_t)p->ttl_s * 1000;
+		j->ttl_at = what == REC_PARKED || !ttl_at ? now_ms() + (int64_t)p->ttl_s * 1000 :
+							    ttl_at;
 	if (sr__dbq_push(p->q, record_run, record_done, j) != SR_OK) {
 		free(j->sandbox);
 		free(j);
@@ -221,7 +223,7 @@ static void record(sr__pool *p, const entry *e, int what)
 	if (!p->q || (what == REC_FORGET && e->keep_record))
 		return;
 	push_record(p, e->session, e->sandbox, provider_name(e->provider), what,
-		    e->state != E_STOPPED);
+		    e->state != E_STOPPED, e->ttl_at);
 }
 
 static void unlink_entry(sr__pool *p, entry *e)
@@ -348,6 +350,7 @@ static void on_answered(entry *e, const sr_result *res, int destroyed)
 	}
 	/* Parked stopped: destroyed after the TTL unless a turn takes it. */
 	e->state = E_STOPPED;
+	e->ttl_at = now_ms() + (int64_t)p->ttl_s * 1000;
 	p->stopped++;
 	record(p, e, REC_HOLD);
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
@@ -395,7 +398,7 @@ static void on_timer(uv_timer_t *t)
 }
 
 static entry *add(sr__pool *p, sr__plugin *provider, const char *session, const char *sandbox,
-		  const char *acquired, int network, int state)
+		  const char *acquired, int network, int state, int64_t ttl_at)
 {
 	entry *e = calloc(1, sizeof(*e));
 
@@ -411,6 +414,8 @@ static entry *add(sr__pool *p, sr__plugin *provider, const char *session, const 
 	snprintf(e->session, sizeof(e->session), "%s", session);
 	e->network = network;
 	e->state = state;
+	if (state == E_STOPPED)
+		e->ttl_at = ttl_at ? ttl_at : now_ms() + (int64_t)p->ttl_s * 1000;
 	uv_timer_init(p->ctx->loop, &e->timer);
 	e->timer.data = e;
 	e->next = p->list;
@@ -509,7 +514,7 @@ int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session, const c
 	if (p->closing || !acquired)
 		return 0;
 	release_session(p, session, NULL);
-	if (!(e = add(p, provider, session, sandbox, acquired, network, E_RUNNING)))
+	if (!(e = add(p, provider, session, sandbox, acquired, network, E_RUNNING, 0)))
 		return 0;
 	if ((e->agent = agent))
 		sr__agent_watch(agent, on_agent_gone, e);
@@ -527,7 +532,7 @@ void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session, con
 	if (p->closing)
 		return;
 	release_session(p, session, NULL);
-	if (!p->ttl_s || !(e = add(p, provider, session, sandbox, NULL, 0, E_STOPPED)))
+	if (!p->ttl_s || !(e = add(p, provider, session, sandbox, NULL, 0, E_STOPPED, 0)))
 		return;
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
 }
@@ -599,12 +604,13 @@ int sr__pool_record(sr__pool *p, const char *state)
 		}
 		if (!running && !p->ttl_s) {
 			/* No TTL here: parked stopped is where it stays. */
-			push_record(p, session, sandbox, name, REC_FORGET, 0);
+			push_record(p, session, sandbox, name, REC_FORGET, 0, 0);
 			continue;
 		}
 		/* Running: parked stopped at once (its agent died with the
 		 * service); stopped: destroyed when its TTL ends. */
-		if (!(e = add(p, provider, session, sandbox, NULL, 0, running ? E_RUNNING : E_STOPPED)))
+		if (!(e = add(p, provider, session, sandbox, NULL, 0, running ? E_RUNNING : E_STOPPED,
+			      running ? 0 : now_ms() + (left > 0 ? left : 0))))
 			continue;
 		uv_timer_start(&e->timer, on_timer, running || left < 0 ? 0 : (uint64_t)left, 0);
 		if (running)

@@ -66,6 +66,7 @@ struct lease_wait {
 	sr__svc_request req; /* parsed, checked */
 	int waiting;         /* ?wait=true */
 	int deleting;        /* for DELETE /v1/sessions/ID instead */
+	char session[40];
 	int answered;
 	int rc;
 	char holder[400];
@@ -344,10 +345,11 @@ static void on_leased(void *ud, int rc, const char *holder)
 {
 	lease_wait *w = ud;
 
-	if (!w->q) { /* the caller went away */
-		sr__svc_request_clear(&w->req);
+	if (!w->q) { /* the caller went away: the lease goes */
+		sr__svc_lease_settled(w->svc, w->session);
 		if (rc == SR_OK)
 			sr__svc_leases_kick(w->svc);
+		sr__svc_request_clear(&w->req);
 		free(w);
 		return;
 	}
@@ -374,6 +376,7 @@ static enum MHD_Result take_lease(sr__svc *s, sr__api_req *q, sr__svc_request *r
 	}
 	w->svc = s;
 	w->q = q;
+	snprintf(w->session, sizeof(w->session), "%s", session);
 	if (req) {
 		w->req = *req;
 		memset(req, 0, sizeof(*req));
@@ -392,21 +395,21 @@ static enum MHD_Result destroy_session(sr__svc *s, sr__api_req *q);
 static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
 {
 	lease_wait *w = q->lease;
-	const char *session = w->deleting ? q->id : w->req.session;
+	const char *session = w->session;
 	enum MHD_Result ret;
 
 	q->lease = NULL;
+	/* A deletion: its own lease no longer makes the session busy. */
+	if (w->deleting)
+		sr__svc_lease_settled(s, session);
 	if (w->rc == SR_OK && w->deleting && sr__svc_session_busy(s, q->id)) {
 		ret = send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_busy",
 				 "session '%s' has a run going on (or is being deleted)", q->id);
-		sr__svc_leases_kick(s);
 	} else if (w->rc == SR_OK && w->deleting) {
 		ret = destroy_session(s, q);
-		sr__svc_leases_kick(s); /* released when nothing came of it */
 	} else if (w->rc == SR_OK && s->draining) {
 		ret = send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
 				 "the service is shutting down");
-		sr__svc_leases_kick(s);
 	} else if (w->rc == SR_OK) {
 		ret = launch(s, q, &w->req, w->waiting);
 	} else if (w->rc == SR_ESTATE) {
@@ -418,6 +421,11 @@ static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
 				 "cannot take the lease of session '%s': the database cannot be "
 				 "used (see the service's log)", session);
 	}
+	/* A run holds the session now (or a deletion), or nothing came of
+	 * the lease: the heartbeat keeps it or releases it. */
+	sr__svc_lease_settled(s, session);
+	if (w->rc == SR_OK)
+		sr__svc_leases_kick(s);
 	sr__svc_request_clear(&w->req);
 	free(w);
 	return ret;
@@ -829,6 +837,7 @@ void sr__api_completed(void *cls, struct MHD_Connection *conn, void **state,
 	if (q->op)
 		q->op->q = NULL;
 	if (q->lease && q->lease->answered) { /* gone before it was told */
+		sr__svc_lease_settled(q->svc, q->lease->session);
 		if (q->lease->rc == SR_OK)
 			sr__svc_leases_kick(q->svc);
 		sr__svc_request_clear(&q->lease->req);

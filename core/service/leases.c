@@ -25,7 +25,8 @@ typedef struct lease_op {
 	char *state;
 	char session[40];
 	char *held; /* a heartbeat's JSON list */
-	int64_t ttl;
+	char owner[320];
+	int64_t ttl, since; /* since: when the heartbeat's list was made */
 	int rc;
 	char holder[400];
 	void (*done)(void *ud, int rc, const char *holder);
@@ -76,6 +77,7 @@ static lease_op *op_new(sr__svc *s)
 	}
 	op->svc = s;
 	op->ttl = (int64_t)s->conf.lease_ttl_s * 1000;
+	snprintf(op->owner, sizeof(op->owner), "%s", s->owner);
 	op->work.data = op;
 	return op;
 }
@@ -96,7 +98,7 @@ static void take_work(uv_work_t *w)
 
 	op->rc = SR_EIO;
 	if (db) {
-		op->rc = sr__lease_acquire(db, op->session, op->svc->owner, 1, now_ms(), op->ttl,
+		op->rc = sr__lease_acquire(db, op->session, op->owner, 1, now_ms(), op->ttl,
 					   op->holder, sizeof(op->holder));
 		db_put();
 	}
@@ -107,17 +109,26 @@ static void take_done(uv_work_t *w, int status)
 	lease_op *op = w->data;
 	sr__svc *s = op->svc;
 
-	json_object_del(s->leasing, op->session);
+	/* The session stays in leasing until its taker settles it
+	 * (sr__svc_lease_settled), so that no heartbeat in between drops
+	 * the lease before a run holds it. */
 	if (status != 0)
 		op->rc = SR_ECANCELED;
+	s->lease_ops--;
 	op->done(op->ud, op->rc, op->holder);
 	op_free(op);
+	sr__svc_check_drained(s);
+}
+
+void sr__svc_lease_settled(sr__svc *s, const char *session)
+{
+	json_object_del(s->leasing, session);
 }
 
 int sr__svc_lease_take(sr__svc *s, const char *session,
 		       void (*done)(void *ud, int rc, const char *holder), void *ud)
 {
-	lease_op *op = op_new(s);
+	lease_op *op = s->leases_closing ? NULL : op_new(s);
 
 	if (!op)
 		return SR_ENOMEM;
@@ -132,6 +143,7 @@ int sr__svc_lease_take(sr__svc *s, const char *session,
 		op_free(op);
 		return SR_EIO;
 	}
+	s->lease_ops++;
 	return SR_OK;
 }
 
@@ -155,7 +167,7 @@ static void beat_work(uv_work_t *w)
 
 	op->rc = SR_EIO;
 	if (db) {
-		op->rc = sr__lease_beat(db, op->svc->owner, op->held, now_ms(), op->ttl);
+		op->rc = sr__lease_beat(db, op->owner, op->held, now_ms(), op->since, op->ttl);
 		db_put();
 	}
 }
@@ -170,10 +182,12 @@ static void beat_done(uv_work_t *w, int status)
 	(void)status;
 	op_free(op);
 	s->beating = 0;
+	s->lease_ops--;
 	if (s->beat_again) {
 		s->beat_again = 0;
 		beat(s);
 	}
+	sr__svc_check_drained(s);
 }
 
 /* What this service holds now, written: the sessions of its turns, of its
@@ -185,6 +199,8 @@ static void beat(sr__svc *s)
 	json_t *v;
 	lease_op *op;
 
+	if (s->leases_closing)
+		return;
 	if (s->beating) {
 		s->beat_again = 1;
 		return;
@@ -203,12 +219,14 @@ static void beat(sr__svc *s)
 	json_object_foreach(s->leasing, session, v)
 		add(list, session, 0, 1);
 	op->held = json_dumps(list, JSON_COMPACT);
+	op->since = now_ms();
 	json_decref(list);
 	if (!op->held || uv_queue_work(s->ctx->loop, &op->work, beat_work, beat_done) != 0) {
 		op_free(op);
 		return;
 	}
 	s->beating = 1;
+	s->lease_ops++;
 }
 
 static void on_beat(uv_timer_t *t)
@@ -232,6 +250,11 @@ void sr__svc_leases_init(sr__svc *s)
 	uv_unref((uv_handle_t *)&s->beat);
 }
 
+void sr__svc_leases_quiesce(sr__svc *s)
+{
+	s->leases_closing = 1;
+}
+
 void sr__svc_leases_close(sr__svc *s)
 {
 	const char *state = sr__ctx_state_dir(s->ctx);
@@ -241,13 +264,16 @@ void sr__svc_leases_close(sr__svc *s)
 		return;
 	uv_timer_stop(&s->beat);
 	uv_close((uv_handle_t *)&s->beat, NULL);
-	/* At the very end, when nothing else is left to do (no call on the
-	 * thread pool): waited for. */
+	/* At the very end (the drain waited for the calls on the thread
+	 * pool; none starts now): waited for. */
+	uv_once(&lock_once, make_lock);
+	uv_mutex_lock(&lock);
 	db = s->lease_db ? s->lease_db : state ? sr__db_open(state) : NULL;
 	if (db) {
 		sr__lease_release_all(db, s->owner);
 		sqlite3_close(db);
 	}
 	s->lease_db = NULL;
+	uv_mutex_unlock(&lock);
 	s->owner[0] = 0;
 }

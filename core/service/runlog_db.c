@@ -110,8 +110,10 @@ static int write_op(db_log *l, const op *o)
 }
 
 /* One transaction for what was queued. Failures are logged once until a
- * transaction succeeds again; the memory log still answers. */
-static void write_batch(db_log *l, op *batch)
+ * transaction succeeds again; the memory log still answers. SQLite's
+ * result (SQLITE_BUSY: another writer held the database past the wait;
+ * the batch can be written again, whole). */
+static int write_batch(db_log *l, op *batch)
 {
 	int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
@@ -128,6 +130,7 @@ static void write_batch(db_log *l, op *batch)
 		sr__log(SR_LOG_INFO, "service", "runs are recorded in the database again");
 	}
 	l->failing = rc != SQLITE_OK;
+	return rc;
 }
 
 static void writer_main(void *arg)
@@ -145,8 +148,13 @@ static void writer_main(void *arg)
 		l->head = NULL;
 		l->tail = &l->head;
 		uv_mutex_unlock(&l->lock);
-		if (batch)
-			write_batch(l, batch);
+		/* Busy: tried again (a few times), the batch whole. */
+		for (int tries = 0; batch && tries < 20; tries++) {
+			int rc = write_batch(l, batch);
+			if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+				break;
+			uv_sleep(250);
+		}
 		while (batch) {
 			op *next = batch->next;
 			op_free(batch);

@@ -188,8 +188,14 @@ static int summarize(sr__svc_run *sr, json_t *ev)
 		set_copy(sum, "harness", ev, "harness");
 		set_copy(sum, "provider", ev, "provider");
 		set_copy(sum, "turn", ev, "turn");
-		if (str(ev, "session"))
+		if (str(ev, "session") && !sr->session[0]) {
 			snprintf(sr->session, sizeof(sr->session), "%s", str(ev, "session"));
+			/* A new session: its lease at once, not at the next
+			 * heartbeat. */
+			sr__svc_leases_kick(sr->svc);
+		} else if (str(ev, "session")) {
+			snprintf(sr->session, sizeof(sr->session), "%s", str(ev, "session"));
+		}
 	} else if (strcmp(type, "sandbox.acquired") == 0) {
 		set_copy(sum, "sandbox", ev, "sandbox");
 	} else if (strcmp(type, "timing") == 0 && str(ev, "stage")) {

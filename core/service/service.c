@@ -79,11 +79,6 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 		rc = SR_ENOMEM;
 		goto fail;
 	}
-	if (sr__pool_record(s->pool, state) != SR_OK) {
-		snprintf(err, n, "cannot record the warm pool in %s/sandrun.db (see above)", state);
-		rc = SR_EIO;
-		goto fail;
-	}
 	memset(&ho, 0, sizeof(ho));
 	ho.listen = conf->listen;
 	ho.handler = sr__api_request;
@@ -91,6 +86,12 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	ho.cls = s;
 	if ((rc = sr__httpd_start(ctx->loop, &ho, &s->httpd, err, n)) != SR_OK)
 		goto fail;
+	/* Once nothing else can fail: it takes over other services' records
+	 * and starts timers. */
+	if (sr__pool_record(s->pool, state) != SR_OK)
+		sr__log(SR_LOG_ERROR, "service", "the warm pool is not recorded in %s/sandrun.db "
+			"(see above): a service killed with sandboxes warm leaves them to the "
+			"janitor", state);
 	sr__svc_leases_init(s);
 	*out = s;
 	return SR_OK;
@@ -128,7 +129,7 @@ void sr__svc_check_drained(sr__svc *s)
 	unsigned running, stopped;
 
 	if (!s->draining || !s->drained || s->active || s->streams ||
-	    json_object_size(s->deleting))
+	    json_object_size(s->deleting) || s->lease_ops)
 		return;
 	/* No run left: the warm sandboxes are parked stopped. */
 	if (!s->pool_closing) {
@@ -227,6 +228,7 @@ void sr__svc_free(sr__svc *s)
 	if (!s)
 		return;
 	s->drained = NULL; /* nothing more is reported */
+	sr__svc_leases_quiesce(s);
 	sr__api_resume_all(s);
 	if (s->httpd) {
 		/* Closes the connections: their streams end here. */

@@ -51,6 +51,8 @@ struct sr__svc {
 	json_t *leasing;         /* sessions whose lease is being taken */
 	uv_timer_t beat;         /* the leases' heartbeat */
 	int beating, beat_again; /* one written at a time */
+	unsigned lease_ops;      /* calls on the thread pool (the drain waits) */
+	int leases_closing;      /* no call starts any more */
 	struct sqlite3 *lease_db; /* the leases' connection (thread pool) */
 };
 
@@ -106,13 +108,18 @@ void sr__api_resume_all(sr__svc *s);
  * run one session at once. */
 void sr__svc_leases_init(sr__svc *s);
 /* Take session's lease for a turn, off the loop; done(ud, rc, holder) on
- * the loop: SR_OK, SR_ESTATE (holder says who has it), SR_EIO. */
+ * the loop: SR_OK, SR_ESTATE (holder says who has it), SR_EIO. The
+ * session counts as busy here until sr__svc_lease_settled (a run holds it
+ * then, or nothing came of it). */
 int sr__svc_lease_take(sr__svc *s, const char *session,
 		       void (*done)(void *ud, int rc, const char *holder), void *ud);
+void sr__svc_lease_settled(sr__svc *s, const char *session);
 /* Renew the leases now (a turn ended: its session is released, or kept
  * while warm). */
 void sr__svc_leases_kick(sr__svc *s);
-/* A stop: the heartbeat ends and every lease is released (waits). */
+/* A stop: no lease call starts from now on (before the connections
+ * close); then the heartbeat ends and every lease is released (waits). */
+void sr__svc_leases_quiesce(sr__svc *s);
 void sr__svc_leases_close(sr__svc *s);
 
 /* service.c: a stream ended, a run finished: drained yet? */

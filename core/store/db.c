@@ -29,27 +29,58 @@
 
 #define SCHEMA_VERSION 4
 
+/* When process pid started (clock ticks after boot, /proc/PID/stat's
+ * 22nd field), or 0 when it cannot be read. */
+static unsigned long long start_of(long pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* After the command's closing parenthesis: state, then 18 fields. */
+	if ((p = strrchr(buf, ')')) &&
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+		   "%*d %*d %*d %llu", &start) != 1)
+		start = 0;
+	return start;
+}
+
 void sr__db_owner(char *buf, size_t n)
 {
 	char host[256] = "localhost";
 
 	gethostname(host, sizeof(host) - 1);
-	snprintf(buf, n, "%s:%ld", host, (long)getpid());
+	snprintf(buf, n, "%s:%ld:%llu", host, (long)getpid(), start_of((long)getpid()));
 }
 
 int sr__db_owner_alive(const char *owner)
 {
-	const char *colon = owner ? strrchr(owner, ':') : NULL;
-	char me[320];
+	const char *colon = owner ? strchr(owner, ':') : NULL;
+	unsigned long long start = 0;
+	char me[320], *end;
 	long pid;
 
 	sr__db_owner(me, sizeof(me));
 	if (!colon || strcmp(owner, me) == 0)
 		return 0;
+	/* Another host's cannot be asked. */
 	if (strncmp(owner, me, (size_t)(colon - owner) + 1) != 0)
 		return 0;
-	pid = strtol(colon + 1, NULL, 10);
-	return pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+	pid = strtol(colon + 1, &end, 10);
+	if (*end == ':')
+		start = strtoull(end + 1, NULL, 10);
+	if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+		return 0;
+	/* The same pid, but a later process (the pid reused): gone. */
+	return !start || start_of(pid) == start;
 }
 
 int sr__db_error(sqlite3 *db, const char *area, const char *what)

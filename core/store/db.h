@@ -9,7 +9,8 @@
  * (writers wait up to 10 s for each other); NULL (logged) when it cannot
  * be had. */
 sqlite3 *sr__db_open(const char *state);
-/* This process as the owner of rows ("host:pid"). */
+/* This process as the owner of rows ("host:pid:start", start when it
+ * started, so that a pid used again is another owner). */
 void sr__db_owner(char *buf, size_t n);
 /* Whether owner names a process other than this one that still runs on
  * this host (another host's cannot be asked: 0). */

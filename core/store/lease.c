@@ -49,8 +49,18 @@ int sr__lease_acquire(sqlite3 *db, const char *session, const char *owner, int b
 	sqlite3_finalize(st);
 	if (got < 0)
 		return sr__db_error(db, "service", "cannot take a session's lease");
-	if (got)
+	if (got) {
+		/* What another service recorded of the session's sandbox is
+		 * stale now (core/store/warm.c). */
+		if (sqlite3_prepare_v2(db, "DELETE FROM warm WHERE session = ?1 AND owner != ?2",
+				       -1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 2, owner, -1, SQLITE_STATIC);
+			sqlite3_step(st);
+			sqlite3_finalize(st);
+		}
 		return SR_OK;
+	}
 	snprintf(holder, n, "another service");
 	if (sqlite3_prepare_v2(db, "SELECT owner, busy, expires FROM leases WHERE session = ?1",
 			       -1, &st, NULL) == SQLITE_OK) {
@@ -66,7 +76,7 @@ int sr__lease_acquire(sqlite3 *db, const char *session, const char *owner, int b
 }
 
 int sr__lease_beat(sqlite3 *db, const char *owner, const char *held, int64_t now,
-		   int64_t ttl)
+		   int64_t since, int64_t ttl)
 {
 	sqlite3_stmt *list = NULL, *st = NULL, *drop = NULL;
 	int lost = 0, rc = SR_OK;
@@ -78,9 +88,9 @@ int sr__lease_beat(sqlite3 *db, const char *owner, const char *held, int64_t now
 			       "json_extract(value, '$.pending') IS NOT 1", -1, &list,
 			       NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, TAKE, -1, &st, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, "DELETE FROM leases WHERE owner = ?1 AND session NOT IN "
-			       "(SELECT json_extract(value, '$.session') FROM json_each(?2))", -1,
-			       &drop, NULL) != SQLITE_OK) {
+	    sqlite3_prepare_v2(db, "DELETE FROM leases WHERE owner = ?1 AND heartbeat < ?3 AND "
+			       "session NOT IN (SELECT json_extract(value, '$.session') FROM "
+			       "json_each(?2))", -1, &drop, NULL) != SQLITE_OK) {
 		rc = SR_EIO;
 		goto out;
 	}
@@ -103,6 +113,7 @@ int sr__lease_beat(sqlite3 *db, const char *owner, const char *held, int64_t now
 	if (rc == SR_OK) {
 		sqlite3_bind_text(drop, 1, owner, -1, SQLITE_STATIC);
 		sqlite3_bind_text(drop, 2, held, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(drop, 3, since);
 		if (sqlite3_step(drop) != SQLITE_DONE)
 			rc = SR_EIO;
 	}

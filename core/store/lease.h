@@ -18,11 +18,13 @@ int sr__lease_acquire(sqlite3 *db, const char *session, const char *owner, int b
 /* The heartbeat: owner holds exactly the sessions of the JSON array held
  * (objects {"session", "busy", "pending"}): each is pushed on to now +
  * ttl, or taken when free or expired, but a pending one (being taken by
- * sr__lease_acquire) only kept; owner's other leases are released. The number of
+ * sr__lease_acquire) only kept; owner's other leases are released, but
+ * not one taken since the list was made (its heartbeat since or later).
+ * The number of
  * sessions another holds now (taken over while owner did not beat), each
  * logged; or SR_EIO. */
 int sr__lease_beat(sqlite3 *db, const char *owner, const char *held, int64_t now,
-		   int64_t ttl);
+		   int64_t since, int64_t ttl);
 /* Release every lease of owner (a clean stop). */
 int sr__lease_release_all(sqlite3 *db, const char *owner);
 

@@ -53,6 +53,14 @@ json_t *sr__warm_adopt(sqlite3 *db, const char *owner)
 		sr__db_error(db, "pool", "cannot read the warm sandboxes");
 		return NULL;
 	}
+	/* A session another service took over since (its lease) is that
+	 * service's: the record is stale. */
+	if (sqlite3_exec(db, "DELETE FROM warm WHERE EXISTS (SELECT 1 FROM leases l WHERE "
+			 "l.session = warm.session AND l.owner != warm.owner)", NULL, NULL,
+			 NULL) != SQLITE_OK) {
+		rc = SQLITE_ERROR;
+		goto out;
+	}
 	if (sqlite3_prepare_v2(db, "SELECT session, sandbox, provider, running, "
 			       "COALESCE(ttl_at, 0), owner FROM warm WHERE owner != ?1", -1, &st,
 			       NULL) != SQLITE_OK ||

@@ -5,7 +5,8 @@
  *   session_tool STATE_DIR put ID FILE   write FILE's record (its turn: the
  *                                        next after the stored one, or 1)
  *   session_tool STATE_DIR lease ID      who holds its lease (exit 1: none)
- * Through core/run/session.c, as sandrun does. */
+ * Through core/run/session.c, as sandrun does. Exit 1: there is none; 2:
+ * an error (said). */
 #include <stdio.h>
 #include <string.h>
 
@@ -74,5 +75,6 @@ int main(int argc, char **argv)
 	json_decref(rec);
 	if (rc != SR_OK)
 		fprintf(stderr, "session_tool: %s %s: %s\n", argv[2], argv[3], sr__strerror(rc));
-	return rc == SR_OK ? 0 : 1;
+	/* 1: there is none; 2: it could not be told. */
+	return rc == SR_OK ? 0 : rc == SR_ENOTFOUND ? 1 : 2;
 }

@@ -551,10 +551,10 @@ SBW=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/t
 grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
 	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
 # --------------------- two services on one database: a session's lease
-# (the same state directory: one SQLite database), leases of 2 s.
+# (the same state directory: one SQLite database), leases of 3 s.
 lease_svc() { # lease_svc NAME: URL, SVC_PID
 	start_svc "$1" SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
-		SANDRUN_SERVICE_LEASE_TTL=2
+		SANDRUN_SERVICE_LEASE_TTL=3
 }
 lease_svc r1
 R1=$URL R1_PID=$SVC_PID
@@ -567,7 +567,7 @@ SES2=$(get "$T/body" session)
 URL=$R2
 api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
 code "replicas: a session kept warm by the other service is refused" 409
-grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID (kept warm"
+grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID:[0-9]* (kept warm"
 api DELETE "/v1/sessions/$SES2"
 code "replicas: nor can the other service delete it" 409
 grep_in "... session_leased" "$T/body" '"session_leased"'
@@ -602,7 +602,7 @@ done
 wait_state "$taken" finished && ok "... the turn runs there" ||
 	fail "... the turn runs there ($(cat "$T/body"))"
 "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
-grep -q ":$R2_PID warm$" "$T/lease" && ok "... which holds the lease now, warm" ||
+grep -q ":$R2_PID:[0-9]* warm$" "$T/lease" && ok "... which holds the lease now, warm" ||
 	fail "... which holds the lease now, warm ($(cat "$T/lease"))"
 api GET "/v1/sessions/$SES2"
 [ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3: no turn index written twice" ||
@@ -614,10 +614,12 @@ api DELETE "/v1/sessions/$SES3"
 code "replicas: the holder deletes a session it keeps warm" 200
 # (by the heartbeat the deletion set off)
 for _ in $(seq 40); do
-	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES3" >"$T/lease" 2>/dev/null || break
+	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES3" >"$T/lease" 2>&1
+	rc=$?
+	[ $rc = 0 ] || break
 	sleep 0.05
 done
-[ ! -s "$T/lease" ] && ok "... and its lease is released" || fail "... and its lease is released ($(cat "$T/lease"))"
+[ $rc = 1 ] && ok "... and its lease is released" || fail "... and its lease is released ($(cat "$T/lease"))"
 kill -TERM "$R2_PID"
 wait "$R2_PID"
 "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1

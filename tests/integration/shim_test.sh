@@ -66,24 +66,30 @@ test "$(wc -l <"$T/mcp.out")" -eq 9 && ok "notification not answered" || fail "n
 # A collected response is kept (under .spare/) as the next request's file:
 # a long request, then a short one written over it (truncated, or the
 # runner would read the long one's tail), and nothing kept after exit. A
-# spare a killed shim left is removed at start; a running one's stays.
-dead=$(sh -c 'echo $$')
+# spare a killed shim left (no lock on it) is removed at start; one a
+# running shim holds (locked) stays.
 mkdir -p "$RELAY/.spare"
-: >"$RELAY/.spare/$dead-1"
-: >"$RELAY/.spare/$$-1"
+: >"$RELAY/.spare/left"
+: >"$RELAY/.spare/held"
+flock -x "$RELAY/.spare/held" sleep 5 &
+holder=$!
+sleep 0.1
 longtext=$(printf 'x%.0s' $(seq 2000))
+rm -f "$T/mcp.out"
 { echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"$longtext\"}}}"
-  sleep 0.5; ls "$RELAY/.spare" >"$T/spare.ls"
+  for _ in $(seq 50); do grep -q '"id":1,' "$T/mcp.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.1; ls "$RELAY/.spare" >"$T/spare.ls"
   echo '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"short"}}}'
   sleep 0.5; } | mcp
 line 1 | grep -q "\"text\":\"$longtext\"" && ok "spare: long call answered" || fail "spare: long call answered"
 line 2 | grep -q '"text":"short"' && ok "spare: short call over a reused file answered" ||
 	fail "spare: short call over a reused file ($(line 2 | cut -c1-200))"
-test "$(grep -c "^[0-9]*-[0-9]*$" "$T/spare.ls")" -eq 2 && grep -q "^$$-1$" "$T/spare.ls" &&
-	! grep -q "^$dead-1$" "$T/spare.ls" && ok "spare: one kept between calls, a dead shim's removed" ||
+test "$(grep -c "^[0-9a-f]\{16\}$" "$T/spare.ls")" -eq 1 && grep -q "^held$" "$T/spare.ls" &&
+	! grep -q "^left$" "$T/spare.ls" && ok "spare: one kept between calls, a dead shim's removed" ||
 	fail "spare: one kept between calls, a dead shim's removed ($(tr '\n' ' ' <"$T/spare.ls"))"
-test "$(ls "$RELAY/.spare")" = "$$-1" && ok "spare: dropped at exit" ||
+test "$(ls "$RELAY/.spare")" = "held" && ok "spare: dropped at exit" ||
 	fail "spare: dropped at exit ($(ls "$RELAY/.spare" | tr '\n' ' '))"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 test -z "$(ls "$RELAY" | grep '\.re[qs]$')" && ok "spare: no request or response left" ||
 	fail "spare: no request or response left"
 rm -rf "$RELAY/.spare"

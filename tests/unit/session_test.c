@@ -242,36 +242,74 @@ Test(session, a_lease_is_one_services_until_it_expires)
 	sqlite3_close(db);
 }
 
+/* The owner of session's lease, or "" (a static buffer). */
+static const char *lease_owner(sqlite3 *db, const char *session)
+{
+	static char owner[200];
+	sqlite3_stmt *st;
+
+	owner[0] = 0;
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT owner FROM leases WHERE session = ?1", -1,
+					&st, NULL), SQLITE_OK);
+	sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(owner, sizeof(owner), "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return owner;
+}
+
 Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
 {
 	sqlite3 *db = sr__db_open(dir);
 	char holder[400];
 	const char *b = "ses-000000000000000b", *c = "ses-000000000000000c";
+	const char *d = "ses-000000000000000d";
 	char held[300];
 
 	cr_assert(db);
 	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, b, "h:1", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, c, "h:2", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
-	/* h:1 still holds id (warm now) and is taking c; b is no longer its. */
+	/* Taken after the heartbeat's list was made (at 2500): kept. */
+	cr_assert_eq(sr__lease_acquire(db, d, "h:1", 1, 2600, 2000, holder, sizeof(holder)), SR_OK);
+	/* At 3100 h:1 holds id (warm now) and is taking c, whose lease
+	 * (h:2's) expired at 3000: a pending one is not taken; b is no
+	 * longer h:1's. */
 	snprintf(held, sizeof(held), "[{\"session\":\"%s\",\"busy\":false},"
 		 "{\"session\":\"%s\",\"pending\":true}]", id, c);
-	cr_assert_eq(sr__lease_beat(db, "h:1", held, 2900, 2000), 0);
-	cr_assert_eq(sr__lease_acquire(db, b, "h:3", 1, 2950, 2000, holder, sizeof(holder)), SR_OK,
-		     "released by the heartbeat");
-	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 4500, 2000, holder, sizeof(holder)),
-		     SR_ESTATE, "renewed to 4900");
+	cr_assert_eq(sr__lease_beat(db, "h:1", held, 3100, 2500, 2000), 0);
+	cr_assert_str_eq(lease_owner(db, c), "h:2", "a pending one was taken by the heartbeat");
+	cr_assert_str_eq(lease_owner(db, b), "", "released by the heartbeat");
+	cr_assert_str_eq(lease_owner(db, d), "h:1", "taken since the list: released");
+	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 5000, 2000, holder, sizeof(holder)),
+		     SR_ESTATE, "renewed to 5100");
 	cr_assert(strstr(holder, "kept warm"), "%s", holder);
-	cr_assert_eq(sr__lease_acquire(db, c, "h:3", 1, 2950, 2000, holder, sizeof(holder)),
-		     SR_ESTATE, "a pending one is not taken from its holder");
 	/* Taken over while h:1 did not beat: the next beat says so. */
-	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 5000, 2000, holder, sizeof(holder)), SR_OK);
-	cr_assert_eq(sr__lease_beat(db, "h:1", held, 5100, 2000), 1);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:3", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_eq(sr__lease_beat(db, "h:1", held, 5300, 5300, 2000), 1);
 	cr_assert(strstr(t_log_text(), "its lease was taken over by another service"), "%s",
 		  t_log_text());
 	cr_assert_eq(sr__lease_release_all(db, "h:3"), SR_OK);
-	cr_assert_eq(sr__lease_acquire(db, id, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
-	cr_assert_eq(sr__lease_acquire(db, b, "h:4", 1, 5200, 2000, holder, sizeof(holder)), SR_OK);
+	cr_assert_str_eq(lease_owner(db, id), "");
+	sqlite3_close(db);
+}
+
+Test(session, taking_a_lease_makes_another_services_warm_record_stale)
+{
+	sqlite3 *db = sr__db_open(dir);
+	char holder[400];
+
+	cr_assert(db);
+	cr_assert_eq(sr__warm_record(db, id, "sb-a", "local", 1, 0, "h:1"), SR_OK);
+	cr_assert_eq(sr__lease_acquire(db, id, "h:2", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
+	{
+		sqlite3_stmt *st;
+		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM warm", -1, &st, NULL),
+			     SQLITE_OK);
+		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+		cr_assert_eq(sqlite3_column_int(st, 0), 0);
+		sqlite3_finalize(st);
+	}
 	sqlite3_close(db);
 }
 
@@ -280,18 +318,20 @@ Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
 Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 {
 	sqlite3 *db = sr__db_open(dir);
-	char me[320], alive[400];
+	char me[320], alive[400], dead[400];
 	json_t *rows;
 
 	cr_assert(db);
 	sr__db_owner(me, sizeof(me));
-	/* The parent of this test runs: a service that still runs. */
-	snprintf(alive, sizeof(alive), "%.*s:%ld", (int)(strrchr(me, ':') - me), me,
+	/* On this host: the parent of this test, a service that still runs,
+	 * and a pid that runs nothing. */
+	snprintf(alive, sizeof(alive), "%.*s:%ld", (int)(strchr(me, ':') - me), me,
 		 (long)getppid());
-	cr_assert_eq(sr__warm_record(db, "ses-a", "sb-a", "local", 1, 0, "h:999999999"), SR_OK);
-	cr_assert_eq(sr__warm_record(db, "ses-b", "sb-b", "daytona", 0, 5000, "h:999999999"), SR_OK);
+	snprintf(dead, sizeof(dead), "%.*s:999999999:1", (int)(strchr(me, ':') - me), me);
+	cr_assert_eq(sr__warm_record(db, "ses-a", "sb-a", "local", 1, 0, dead), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-b", "sb-b", "daytona", 0, 5000, dead), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-c", "sb-c", "local", 1, 0, alive), SR_OK);
-	cr_assert_eq(sr__warm_record(db, "ses-d", "sb-d", "local", 1, 0, "h:999999999"), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-d", "sb-d", "local", 1, 0, dead), SR_OK);
 	/* A record that names another sandbox now is not forgotten. */
 	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
 	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
