@@ -86,13 +86,17 @@ typedef struct call_job {
 	int look;         /* an event may have named its response */
 	int collected;    /* the response file was opened: remove it */
 	int res_fd;       /* the response file, read-write, kept for reuse, or -1 */
+	dev_t res_dev;    /* ... its device and inode */
+	ino_t res_ino;
 	struct call_job *next;
 } call_job;
 
 static call_job *calls;    /* in flight, newest first */
 static int watch_fd = -1;  /* inotify on relay_dir (IN_MOVED_TO), or -1 */
 static int spare_fd = -1;  /* a file for the next request, or -1 */
-static char spare_path[4096]; /* its name (DIR/.spare/PID-N), "" when anonymous */
+static char spare_path[4096]; /* its name (DIR/.spare/...), "" when anonymous */
+static dev_t spare_dev;    /* ... the file it must still be */
+static ino_t spare_ino;
 static int keep_spares;    /* mcp: reuse collected responses for requests */
 static int named_tmp;      /* O_TMPFILE or /proc unusable: named temporaries */
 
@@ -166,13 +170,12 @@ static void drop_spare(void)
 	spare_path[0] = 0;
 }
 
-/* Whether path is still the file open as fd (nothing replaced it). */
-static int same_file(const char *path, int fd)
+/* Whether path is still the file dev/ino (nothing replaced it). */
+static int same_file(const char *path, dev_t dev, ino_t ino)
 {
-	struct stat a, b;
+	struct stat st;
 
-	return lstat(path, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
+	return lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
 /* Keep the collected response DIR/<id>.res (open read-write as fd) as the
@@ -184,36 +187,31 @@ static int same_file(const char *path, int fd)
  * file that is ours alone: a regular file of one link, writable. The
  * shim holds a lock on it (flock) while it is kept, which tells other
  * shims sweeping the directory that it is not left over. 1 if kept. */
-static int keep_spare(const char *path, int fd)
+static int keep_spare(const char *path, int fd, dev_t dev, ino_t ino)
 {
 	static int have_dir;
-	unsigned char r[8];
+	static unsigned char r[6];
+	static unsigned long n;
 	char dir[4096];
-	struct stat st;
 
-	if (!keep_spares || spare_fd >= 0 || named_tmp)
+	if (!keep_spares || spare_fd >= 0 || named_tmp || flock(fd, LOCK_EX | LOCK_NB) != 0)
 		return 0;
-	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR || fstat(fd, &st) != 0 ||
-	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || flock(fd, LOCK_EX | LOCK_NB) != 0)
-		return 0;
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+	if (!n++ && getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		return 0;
 	snprintf(dir, sizeof(dir), "%s/" SR_RELAY_SPARE_DIR, relay_dir);
-	snprintf(spare_path, sizeof(spare_path), "%s/%02x%02x%02x%02x%02x%02x%02x%02x", dir,
-		 r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+	snprintf(spare_path, sizeof(spare_path), "%s/%02x%02x%02x%02x%02x%02x%04lx", dir,
+		 r[0], r[1], r[2], r[3], r[4], r[5], n & 0xffff);
 	/* The directory goes when the last shim using it exits. */
 	for (int tries = 0; tries < 2; tries++) {
 		if (!have_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
 			break;
 		have_dir = 1;
 		if (renameat2(AT_FDCWD, path, AT_FDCWD, spare_path, RENAME_NOREPLACE) == 0) {
-			/* The name moved may not be the file read (published
-			 * again meanwhile): then it is not ours to keep. */
-			if (!same_file(spare_path, fd)) {
-				unlink(spare_path);
-				break;
-			}
+			/* (The name moved may not be the file read, published
+			 * again meanwhile: publish_kept then finds it is not.) */
 			spare_fd = fd;
+			spare_dev = dev;
+			spare_ino = ino;
 			return 1;
 		}
 		if (errno != ENOENT)
@@ -231,6 +229,7 @@ static void sweep_spares(void)
 {
 	char dir[4096], path[8192];
 	struct dirent *e;
+	struct stat st;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/" SR_RELAY_SPARE_DIR, relay_dir);
@@ -247,7 +246,8 @@ static void sweep_spares(void)
 				unlink(path);
 			continue;
 		}
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && same_file(path, fd))
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 &&
+		    same_file(path, st.st_dev, st.st_ino))
 			unlink(path);
 		close(fd);
 	}
@@ -263,8 +263,9 @@ static int publish_kept(const char *text, size_t len, const char *final)
 {
 	if (spare_fd < 0 || !spare_path[0])
 		return 1;
-	if (!same_file(spare_path, spare_fd)) {
-		/* Not ours any more: left alone. */
+	if (!same_file(spare_path, spare_dev, spare_ino)) {
+		/* Not ours any more (or never was): left alone, for the sweep
+		 * of the next shim to start. */
 		close(spare_fd);
 		spare_fd = -1;
 		spare_path[0] = 0;
@@ -410,7 +411,7 @@ static int take_response(call_job *job)
 	const char *status, *rid;
 	char *buf;
 	ssize_t n;
-	int fd;
+	int fd, rw = 0;
 
 	snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, id);
 	/* Read-write where it may be kept as the next request's file. */
@@ -419,6 +420,7 @@ static int take_response(call_job *job)
 		fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 && errno == ENOENT)
 			return 0;
+		rw = fd >= 0;
 	}
 	if (fd < 0)
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -434,10 +436,14 @@ static int take_response(call_job *job)
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-	if (n == st.st_size && keep_spares)
-		job->res_fd = fd; /* kept until relay_release */
-	else
+	/* Kept until relay_release when it can be reused: ours alone. */
+	if (n == st.st_size && rw && st.st_nlink == 1) {
+		job->res_fd = fd;
+		job->res_dev = st.st_dev;
+		job->res_ino = st.st_ino;
+	} else {
 		close(fd);
+	}
 	if (n != st.st_size) {
 		free(buf);
 		snprintf(job->message, sizeof(job->message), "cannot read the relay response for %s", id);
@@ -599,7 +605,7 @@ static void relay_release(call_job *job)
 
 	if (job->collected) {
 		snprintf(path, sizeof(path), "%s/%s" SR_RELAY_RES_SUFFIX, relay_dir, job->rid);
-		if (job->res_fd >= 0 && keep_spare(path, job->res_fd))
+		if (job->res_fd >= 0 && keep_spare(path, job->res_fd, job->res_dev, job->res_ino))
 			job->res_fd = -1;
 		else
 			unlink(path);

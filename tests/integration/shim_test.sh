@@ -89,6 +89,24 @@ test "$(grep -c "^[0-9a-f]\{16\}$" "$T/spare.ls")" -eq 1 && grep -q "^held$" "$T
 	fail "spare: one kept between calls, a dead shim's removed ($(tr '\n' ' ' <"$T/spare.ls"))"
 test "$(ls "$RELAY/.spare")" = "held" && ok "spare: dropped at exit" ||
 	fail "spare: dropped at exit ($(ls "$RELAY/.spare" | tr '\n' ' '))"
+# A spare whose name another process took over (a file moved over it) is
+# not written into: the call is published from a fresh file, the other
+# file left as it is.
+rm -f "$T/mcp.out" "$T/moved"
+{ echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"one"}}}'
+  for _ in $(seq 50); do grep -q '"id":1,' "$T/mcp.out" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.1
+  for f in "$RELAY"/.spare/*; do
+	[ "${f##*/}" = held ] && continue
+	printf 'not yours' >"$T/foreign" && mv "$T/foreign" "$f" && echo "${f##*/}" >"$T/moved"
+  done
+  echo '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"two"}}}'
+  sleep 0.5; } | mcp
+line 2 | grep -q '"text":"two"' && ok "spare: taken over by another file: the call still answered" ||
+	fail "spare: taken over by another file: the call still answered ($(line 2 | cut -c1-200))"
+moved=$(cat "$T/moved" 2>/dev/null)
+[ -n "$moved" ] && [ "$(cat "$RELAY/.spare/$moved" 2>/dev/null)" = "not yours" ] &&
+	ok "... and the other file left as it was" || fail "... and the other file left as it was ($moved)"
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 test -z "$(ls "$RELAY" | grep '\.re[qs]$')" && ok "spare: no request or response left" ||
 	fail "spare: no request or response left"
