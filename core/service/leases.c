@@ -253,6 +253,8 @@ void sr__svc_leases_init(sr__svc *s)
 void sr__svc_leases_quiesce(sr__svc *s)
 {
 	s->leases_closing = 1;
+	if (s->owner[0])
+		uv_timer_stop(&s->beat);
 }
 
 void sr__svc_leases_close(sr__svc *s)
@@ -264,6 +266,10 @@ void sr__svc_leases_close(sr__svc *s)
 		return;
 	uv_timer_stop(&s->beat);
 	uv_close((uv_handle_t *)&s->beat, NULL);
+	/* A call started before the quiesce (a failed start, a forced
+	 * stop): let it end first, it uses s. */
+	while (s->lease_ops)
+		uv_run(s->ctx->loop, UV_RUN_ONCE);
 	/* At the very end (the drain waited for the calls on the thread
 	 * pool; none starts now): waited for. */
 	uv_once(&lock_once, make_lock);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/host/log.h"
+#include "core/run/session.h"
 #include "core/service/request.h"
 #include "core/tools/relay.h"
 #include "sandrun/plugin.h"
@@ -141,6 +142,8 @@ static int parse_fields(sr__svc_request *q, char *msg, size_t n)
 	if (harness && !is_name(json_string_value(harness), 32))
 		BAD("'harness' must be a plugin name (1 to 32 of a-z, 0-9, '_', '-')");
 	q->harness = harness ? json_string_value(harness) : NULL;
+	if (session && !sr__session_valid_id(json_string_value(session)))
+		BAD("'session' must be a session id (\"ses-\" and 16 hex digits)");
 	q->session = session ? json_string_value(session) : NULL;
 	json_array_foreach(q->tools, i, v)
 		if (!json_is_object(v))

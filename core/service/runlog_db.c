@@ -149,9 +149,9 @@ static void writer_main(void *arg)
 		l->tail = &l->head;
 		uv_mutex_unlock(&l->lock);
 		/* Busy: tried again (a few times), the batch whole. */
-		for (int tries = 0; batch && tries < 20; tries++) {
+		for (int tries = 0; batch && tries < 3; tries++) {
 			int rc = write_batch(l, batch);
-			if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+			if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) || stop)
 				break;
 			uv_sleep(250);
 		}

@@ -143,6 +143,8 @@ void sr__svc_check_drained(sr__svc *s)
 	}
 	if (!s->pool_closed)
 		return;
+	/* No lease call is on the thread pool: none starts from now on. */
+	sr__svc_leases_quiesce(s);
 	uv_timer_start(&s->drain_check, on_drained, 0, 0);
 }
 

@@ -79,8 +79,13 @@ int sr__db_owner_alive(const char *owner)
 		start = strtoull(end + 1, NULL, 10);
 	if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno != EPERM))
 		return 0;
-	/* The same pid, but a later process (the pid reused): gone. */
-	return !start || start_of(pid) == start;
+	/* The same pid, but a later process (the pid reused): gone. One
+	 * whose start cannot be read (another user's, /proc hidepid): taken
+	 * as the same. */
+	{
+		unsigned long long now = start ? start_of(pid) : 0;
+		return !start || !now || now == start;
+	}
 }
 
 int sr__db_error(sqlite3 *db, const char *area, const char *what)

@@ -44,7 +44,7 @@ int sr__warm_forget(sqlite3 *db, const char *session, const char *sandbox)
 
 json_t *sr__warm_adopt(sqlite3 *db, const char *owner)
 {
-	sqlite3_stmt *st = NULL, *mine = NULL;
+	sqlite3_stmt *st = NULL, *mine = NULL, *stale = NULL;
 	json_t *out = json_array();
 	int rc = SQLITE_OK;
 
@@ -53,18 +53,13 @@ json_t *sr__warm_adopt(sqlite3 *db, const char *owner)
 		sr__db_error(db, "pool", "cannot read the warm sandboxes");
 		return NULL;
 	}
-	/* A session another service took over since (its lease) is that
-	 * service's: the record is stale. */
-	if (sqlite3_exec(db, "DELETE FROM warm WHERE EXISTS (SELECT 1 FROM leases l WHERE "
-			 "l.session = warm.session AND l.owner != warm.owner)", NULL, NULL,
-			 NULL) != SQLITE_OK) {
-		rc = SQLITE_ERROR;
-		goto out;
-	}
 	if (sqlite3_prepare_v2(db, "SELECT session, sandbox, provider, running, "
-			       "COALESCE(ttl_at, 0), owner FROM warm WHERE owner != ?1", -1, &st,
-			       NULL) != SQLITE_OK ||
+			       "COALESCE(ttl_at, 0), owner, (SELECT l.owner FROM leases l WHERE "
+			       "l.session = warm.session AND l.owner != warm.owner) FROM warm "
+			       "WHERE owner != ?1", -1, &st, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE warm SET owner = ?1 WHERE session = ?2", -1, &mine,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "DELETE FROM warm WHERE session = ?1", -1, &stale,
 			       NULL) != SQLITE_OK) {
 		rc = SQLITE_ERROR;
 		goto out;
@@ -72,8 +67,18 @@ json_t *sr__warm_adopt(sqlite3 *db, const char *owner)
 	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *session = (const char *)sqlite3_column_text(st, 0);
+		const char *taker = (const char *)sqlite3_column_text(st, 6);
 		if (sr__db_owner_alive((const char *)sqlite3_column_text(st, 5)))
 			continue; /* another service's, running */
+		if (taker && sr__db_owner_alive(taker)) {
+			/* A running service took the session over since (its
+			 * lease): the sandbox is that service's business. */
+			sqlite3_reset(stale);
+			sqlite3_bind_text(stale, 1, session, -1, SQLITE_TRANSIENT);
+			if (sqlite3_step(stale) != SQLITE_DONE)
+				break;
+			continue;
+		}
 		json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:b, s:I}", "session",
 			session, "sandbox", (const char *)sqlite3_column_text(st, 1), "provider",
 			(const char *)sqlite3_column_text(st, 2), "running",
@@ -90,6 +95,7 @@ json_t *sr__warm_adopt(sqlite3 *db, const char *owner)
 out:
 	sqlite3_finalize(st);
 	sqlite3_finalize(mine);
+	sqlite3_finalize(stale);
 	if (rc != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
 		sr__db_error(db, "pool", "cannot read the warm sandboxes");
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

@@ -103,6 +103,9 @@ Test(service, a_bad_request_names_its_field)
 		{ "{\"prompt\":\"x\",\"network\":{\"allow\":[]}}", "invalid_request",
 		  "unknown field 'network.allow'" },
 		{ "{\"prompt\":\"x\",\"permission_mode\":\"yes\"}", "invalid_request", "'permission_mode'" },
+		{ "{\"prompt\":\"x\",\"session\":\"ses-0123456789abcdef0123456789abcdef0123\"}",
+		  "invalid_request", "'session' must be a session id" },
+		{ "{\"prompt\":\"x\",\"session\":\"../../etc\"}", "invalid_request", "'session'" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {

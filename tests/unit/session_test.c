@@ -318,7 +318,7 @@ Test(session, taking_a_lease_makes_another_services_warm_record_stale)
 Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 {
 	sqlite3 *db = sr__db_open(dir);
-	char me[320], alive[400], dead[400];
+	char me[320], alive[400], dead[400], dead2[400];
 	json_t *rows;
 
 	cr_assert(db);
@@ -328,20 +328,35 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	snprintf(alive, sizeof(alive), "%.*s:%ld", (int)(strchr(me, ':') - me), me,
 		 (long)getppid());
 	snprintf(dead, sizeof(dead), "%.*s:999999999:1", (int)(strchr(me, ':') - me), me);
+	snprintf(dead2, sizeof(dead2), "%.*s:999999998:1", (int)(strchr(me, ':') - me), me);
 	cr_assert_eq(sr__warm_record(db, "ses-a", "sb-a", "local", 1, 0, dead), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-b", "sb-b", "daytona", 0, 5000, dead), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-c", "sb-c", "local", 1, 0, alive), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-d", "sb-d", "local", 1, 0, dead), SR_OK);
+	/* Taken over since by a service that runs (its lease): stale, gone;
+	 * by one that is gone too: still adopted. */
+	cr_assert_eq(sr__warm_record(db, "ses-e", "sb-e", "local", 1, 0, dead), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-f", "sb-f", "local", 1, 0, dead), SR_OK);
+	cr_assert_eq(sqlite3_exec(db, "INSERT INTO leases VALUES ('ses-e', 'x', 1, 0, 0)", NULL,
+				  NULL, NULL), SQLITE_OK);
+	{
+		char sql[600];
+		snprintf(sql, sizeof(sql), "UPDATE leases SET owner = '%s' WHERE session = 'ses-e';"
+			 "INSERT INTO leases VALUES ('ses-f', '%s', 1, 0, 0)", alive, dead2);
+		cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+			     sqlite3_errmsg(db));
+	}
 	/* A record that names another sandbox now is not forgotten. */
 	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
 	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
 	rows = sr__warm_adopt(db, me);
 	cr_assert(json_is_array(rows));
-	cr_assert_eq(json_array_size(rows), 2, "ses-b and ses-d: %s", json_dumps(rows, 0));
-	for (size_t i = 0; i < 2; i++) {
+	cr_assert_eq(json_array_size(rows), 3, "ses-b, ses-d and ses-f: %s", json_dumps(rows, 0));
+	for (size_t i = 0; i < 3; i++) {
 		json_t *r = json_array_get(rows, i);
 		const char *s = json_string_value(json_object_get(r, "session"));
-		cr_assert(strcmp(s, "ses-b") == 0 || strcmp(s, "ses-d") == 0, "%s", s);
+		cr_assert(strcmp(s, "ses-b") == 0 || strcmp(s, "ses-d") == 0 ||
+			  strcmp(s, "ses-f") == 0, "%s", s);
 		if (strcmp(s, "ses-b") == 0) {
 			cr_assert_str_eq(json_string_value(json_object_get(r, "provider")), "daytona");
 			cr_assert(json_is_false(json_object_get(r, "running")));
@@ -349,6 +364,14 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 		}
 	}
 	json_decref(rows);
+	{
+		sqlite3_stmt *st;
+		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM warm WHERE session = "
+						"'ses-e'", -1, &st, NULL), SQLITE_OK);
+		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+		cr_assert_eq(sqlite3_column_int(st, 0), 0, "the stale record is gone");
+		sqlite3_finalize(st);
+	}
 	/* Adopted: this process's now, not adopted twice. */
 	rows = sr__warm_adopt(db, me);
 	cr_assert_eq(json_array_size(rows), 0);
