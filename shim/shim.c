@@ -111,20 +111,6 @@ static void new_id(char *buf, size_t n)
 		 r[2], r[3], r[4], r[5], r[6], r[7], (long)getpid(), ++counter);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Open the anonymous file the next request is written into, ahead of the
  * call: making an inode is the slowest step of a publication (tens of
  * microseconds on ext4, far more when the disk is busy), and done here it
@@ -308,7 +294,7 @@ static int publish_anonymous(const char *text, size_t len, const char *final)
 		return 1;
 	fd = spare_fd;
 	spare_fd = -1;
-	if (write_all(fd, text, len) != 0) {
+	if (pwrite_all(fd, text, len) != 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
@@ -348,7 +334,7 @@ static int publish_named(const char *id, const char *text, size_t len,
 			 relay_dir, strerror(errno));
 		return -1;
 	}
-	if (write_all(fd, text, len) != 0)
+	if (pwrite_all(fd, text, len) != 0)
 		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
 	else if (link(tmp, final) != 0)
 		snprintf(err, errlen, "cannot publish %s: %s", final, strerror(errno));

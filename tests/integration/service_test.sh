@@ -57,6 +57,9 @@ get() {
 		const v = process.argv[2].split(".").reduce((o, k) => o == null ? o : o[k], j);
 		console.log(v === undefined || v === null ? "" : typeof v === "object" ? JSON.stringify(v) : v)' "$1" "$2"
 }
+box_in() { # box_in FILE: the sandbox its sandbox.acquired event names
+	sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$1"
+}
 start_run() { # start_run BODY: RUN (wait=false)
 	api POST '/v1/runs?wait=false' "$1"
 	RUN=$(get "$T/body" run)
@@ -460,7 +463,7 @@ grep_in "... logged" "$T/twice.log" "second stop signal: cancelling the runs now
 start_svc crash SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
 # a sandbox kept warm (running) when the service is killed
 api POST /v1/runs '{"prompt":"ok"}'
-WARMBOX=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/body")
+WARMBOX=$(box_in "$T/body")
 wait_log "$T/crash.log" "sandbox $WARMBOX.* kept running" || fail "a sandbox kept warm ($WARMBOX)"
 start_run '{"prompt":"slow:20000"}'
 wait_event "$RUN" '"text":"working..."' || fail "the run started"
@@ -491,7 +494,7 @@ wait "$SVC_PID"
 start_svc ttl1 SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
 	SANDRUN_SERVICE_WARM_LIVE=0 SANDRUN_SERVICE_WARM_TTL=3
 api POST /v1/runs '{"prompt":"ok"}'
-TTLBOX=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/body")
+TTLBOX=$(box_in "$T/body")
 kill -TERM "$SVC_PID"
 wait "$SVC_PID"
 [ -d "$boxes/$TTLBOX" ] && ok "a TTL: the sandbox is parked when its service stops" ||
@@ -511,7 +514,7 @@ start_svc cool SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$
 api POST /v1/runs '{"prompt":"ok"}'
 SA=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
 api POST /v1/runs '{"prompt":"ok"}'
-SBB=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/body")
+SBB=$(box_in "$T/body")
 wait_log "$T/cool.log" "the warm pool is full for provider local (max_warm 1)" &&
 	ok "max_warm is strict: the second sandbox is parked stopped" ||
 	fail "max_warm is strict: the second sandbox is parked stopped"
@@ -541,13 +544,13 @@ wait "$follow"
 grep_in "SIGTERM: the run in flight is cancelled after drain_timeout, its stream ended" "$T/follow" \
 	'"stop_reason":"cancelled"'
 grep_in "SIGTERM: logged" "$T/svc.log" "stopping: cancelling the 1 runs going on"
-SBX=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/follow")
+SBX=$(box_in "$T/follow")
 [ -n "$SBX" ] && [ ! -e "$boxes/$SBX" ] &&
 	ok "SIGTERM: the fresh sandbox of the run it cancelled is destroyed" ||
 	fail "SIGTERM: the fresh sandbox of the run it cancelled is destroyed ($SBX)"
 grep_in "SIGTERM: the warm sandboxes are parked stopped" "$T/svc.log" \
 	"stopping: parking the [0-9]* warm sandboxes stopped"
-SBW=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/there.ndjson")
+SBW=$(box_in "$T/there.ndjson")
 grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
 	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
 # --------------------- two services on one database: a session's lease

@@ -71,9 +71,10 @@ test "$(wc -l <"$T/mcp.out")" -eq 9 && ok "notification not answered" || fail "n
 mkdir -p "$RELAY/.spare"
 : >"$RELAY/.spare/left"
 : >"$RELAY/.spare/held"
-flock -x "$RELAY/.spare/held" sleep 5 &
+flock -x "$RELAY/.spare/held" sleep 60 &
 holder=$!
-sleep 0.1
+# until the lock is held
+for _ in $(seq 100); do flock -n "$RELAY/.spare/held" true 2>/dev/null || break; sleep 0.05; done
 longtext=$(printf 'x%.0s' $(seq 2000))
 rm -f "$T/mcp.out"
 { echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"$longtext\"}}}"
@@ -107,7 +108,7 @@ line 2 | grep -q '"text":"two"' && ok "spare: taken over by another file: the ca
 moved=$(cat "$T/moved" 2>/dev/null)
 [ -n "$moved" ] && [ "$(cat "$RELAY/.spare/$moved" 2>/dev/null)" = "not yours" ] &&
 	ok "... and the other file left as it was" || fail "... and the other file left as it was ($moved)"
-kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+pkill -P "$holder" 2>/dev/null; kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
 test -z "$(ls "$RELAY" | grep '\.re[qs]$')" && ok "spare: no request or response left" ||
 	fail "spare: no request or response left"
 rm -rf "$RELAY/.spare"
