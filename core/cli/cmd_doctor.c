@@ -12,6 +12,7 @@
 #include "core/plugins/complete.h"
 #include "core/plugins/harness.h"
 #include "core/host/log.h"
+#include "core/store/db.h"
 #include "core/host/node.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
@@ -165,6 +166,18 @@ static void check_credentials(sr__ctx *ctx)
 	json_decref(items);
 }
 
+/* The store: opened (connected, migrated) and named. */
+static void check_store(const char *state)
+{
+	sr__db *db = state ? sr__db_open(state) : NULL;
+
+	if (db)
+		line("ok", "store", sr__db_name(db));
+	else
+		line("FAIL", "store", "cannot be used (see above)");
+	sr__db_close(db);
+}
+
 int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -187,7 +200,8 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 			       "Check that the configuration parses, the plugins load, and the\n"
 			       "configured provider, tunnel and harnesses are usable here; show the\n"
 			       "credential isolation policy, the exceptions to the exact host rule\n"
-			       "([secrets] allow_hosts) and the provider's pending cleanups. Prints one\n"
+			       "([secrets] allow_hosts), the store ([store] url: connected and\n"
+			       "migrated) and the provider's pending cleanups. Prints one\n"
 			       "line per check; exits 1 when any check fails.\n");
 			return SR_EXIT_OK;
 		default:
@@ -218,6 +232,7 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 		snprintf(detail, sizeof(detail), "%s is not writable", ctx.rc.state_dir);
 		line("FAIL", "state directory", detail);
 	}
+	check_store(state);
 	check_plugin(&ctx, SR_PLUGIN_PROVIDER, ctx.rc.provider);
 	check_credentials(&ctx);
 	if (ctx.rc.tunnel)

@@ -13,6 +13,7 @@
 #include "sandrun/plugin.h"
 #include "core/host/conf.h"
 #include "core/host/log.h"
+#include "core/store/db.h"
 
 struct entry {
 	char *section, *key, *value;
@@ -39,6 +40,8 @@ static const char *const runner_keys[] = {
 };
 
 static const char *const secrets_keys[] = { "allow_hosts", NULL };
+
+static const char *const store_keys[] = { "url", NULL };
 
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
@@ -314,7 +317,8 @@ int sr__config_warn_sections(const sr__config *c,
 		struct entry *e = &c->entries[i];
 		int seen = 0;
 		if (strcmp(e->section, "runner") == 0 || strcmp(e->section, "secrets") == 0 ||
-		    strcmp(e->section, "service") == 0 || is_known(e->section, ud))
+		    strcmp(e->section, "service") == 0 || strcmp(e->section, "store") == 0 ||
+		    is_known(e->section, ud))
 			continue;
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(c->entries[j].section, e->section) == 0)
@@ -377,6 +381,7 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 
 	sr__config_warn_unknown(c, "runner", runner_keys);
 	sr__config_warn_unknown(c, "secrets", secrets_keys);
+	sr__config_warn_unknown(c, "store", store_keys);
 	rc->provider = sr__config_get(c, "runner", "provider");
 	if (!rc->provider)
 		rc->provider = "local";
@@ -460,6 +465,18 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 		return sr__config_invalid(c, "secrets", "allow_hosts",
 			"a comma-separated list of exact host names, each with an optional "
 			":port (no wildcards, no scheme)");
+	rc->store_url = sr__config_get(c, "store", "url");
+	if (!rc->store_url)
+		rc->store_url = "";
+	if (!sr__db_url_valid(rc->store_url)) {
+		/* Not echoed: it may hold a password. */
+		char origin[512];
+		sr__config_origin(c, "store", "url", origin, sizeof(origin));
+		sr__log(SR_LOG_ERROR, "config", "%s: [store] key 'url': invalid value: a "
+			"PostgreSQL URI (postgresql://USER@HOST/DB) or libpq key=value string, or "
+			"empty for the SQLite file in the state directory", origin);
+		return SR_EINVAL;
+	}
 	v = sr__config_get(c, "runner", "log_level");
 	rc->log_level = SR_LOG_INFO;
 	if (v && (rc->log_level = sr__log_parse_level(v)) < 0)

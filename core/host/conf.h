@@ -63,6 +63,7 @@ typedef struct sr__runner_conf {
 	const char *remote_harness_dir; /* adapters in a remote sandbox */
 	int credential_isolation; /* enum sr__isolation (core/run/creds.h) */
 	const char *secrets_allow_hosts; /* [secrets] allow_hosts, or "" */
+	const char *store_url;  /* [store] url, or "": SQLite in state_dir */
 } sr__runner_conf;
 
 /* Parsed [service] values (sandrund) with their defaults. */

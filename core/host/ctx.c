@@ -15,6 +15,7 @@
 #include "core/plugins/plugin.h"
 #include "core/host/http.h"
 #include "core/host/log.h"
+#include "core/store/db.h"
 
 const char *sr__ctx_state_dir(sr__ctx *ctx)
 {
@@ -180,6 +181,7 @@ int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path)
 	if (rc != SR_OK)
 		return rc;
 	sr__log_set_level(ctx->rc.log_level);
+	sr__db_use(ctx->rc.store_url);
 	/* Development and tests: SANDRUN_PLUGIN_PATH comes first, so an
 	 * uninstalled plugin wins over an installed one of the same name. */
 	extra = getenv("SANDRUN_PLUGIN_PATH");
@@ -239,6 +241,10 @@ int sr__ctx_reload(sr__ctx *ctx, int (*accept)(const sr__config *next, void *ud)
 	keep_fixed("plugin_dir", &rc.plugin_dir, ctx->rc.plugin_dir);
 	keep_fixed("node_dir", &rc.node_dir, ctx->rc.node_dir);
 	keep_fixed("id", &rc.id, ctx->rc.id);
+	if (strcmp(rc.store_url, ctx->rc.store_url) != 0) /* not shown: a password */
+		sr__log(SR_LOG_WARN, "config", "[store] url changed: it takes effect at the "
+			"next start; the store in use is kept until then");
+	rc.store_url = ctx->rc.store_url;
 	for (size_t i = 0; i < ctx->reg->n; i++) {
 		const char *section = ctx->reg->plugins[i]->section;
 		if (!sr__config_same_section(ctx->config, next, section))
@@ -271,5 +277,7 @@ void sr__ctx_cleanup(sr__ctx *ctx)
 	free(ctx->retired);
 	free(ctx->config_file);
 	free(ctx->state_dir);
+	/* After the plugins stopped (their key-value calls). */
+	sr__db_shared_close();
 	memset(ctx, 0, sizeof(*ctx));
 }

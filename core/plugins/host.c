@@ -345,56 +345,52 @@ static int h_work(const sr_host *h, sr_work_fn fn, sr_work_done_fn done,
 
 /* ---------------------------------------------------------------- kv */
 
-static const char *kv_dir(const sr_host *h, char *buf, size_t n)
+/* The plugin's area: its section, in the store of the state directory. */
+static const char *kv_state(const sr_host *h, const char **ns)
 {
-	const char *pd = h_plugin_dir(h);
+	sr__host_priv *p = priv(h);
 
-	if (!pd)
-		return NULL;
-	snprintf(buf, n, "%s/kv", pd);
-	return buf;
+	*ns = p->plugin->section;
+	return sr__ctx_state_dir(p->ctx);
 }
 
 static int h_kv_get(const sr_host *h, const char *key, char **value,
 		    size_t *len)
 {
-	char dir[4096];
+	const char *ns, *state = kv_state(h, &ns);
 
 	*value = NULL;
-	return kv_dir(h, dir, sizeof(dir)) ? sr__kv_get(dir, key, value, len) :
-					     SR_EIO;
+	return state ? sr__kv_get(state, ns, key, value, len) : SR_EIO;
 }
 
 static int h_kv_put(const sr_host *h, const char *key, const void *value,
 		    size_t len)
 {
-	char dir[4096];
+	const char *ns, *state = kv_state(h, &ns);
 
-	return kv_dir(h, dir, sizeof(dir)) ? sr__kv_put(dir, key, value, len) :
-					     SR_EIO;
+	return state ? sr__kv_put(state, ns, key, value, len) : SR_EIO;
 }
 
 static int h_kv_delete(const sr_host *h, const char *key)
 {
-	char dir[4096];
+	const char *ns, *state = kv_state(h, &ns);
 
-	return kv_dir(h, dir, sizeof(dir)) ? sr__kv_delete(dir, key) : SR_EIO;
+	return state ? sr__kv_delete(state, ns, key) : SR_EIO;
 }
 
 static int h_kv_cas(const sr_host *h, const char *key, const void *expected,
 		    size_t expected_len, const void *value, size_t len)
 {
-	char dir[4096];
+	const char *ns, *state = kv_state(h, &ns);
 
-	return kv_dir(h, dir, sizeof(dir)) ?
-		       sr__kv_cas(dir, key, expected, expected_len, value, len) : SR_EIO;
+	return state ? sr__kv_cas(state, ns, key, expected, expected_len, value, len) : SR_EIO;
 }
 
 static int h_kv_list(const sr_host *h, sr_kv_visit_fn visit, void *ud)
 {
-	char dir[4096];
+	const char *ns, *state = kv_state(h, &ns);
 
-	return kv_dir(h, dir, sizeof(dir)) ? sr__kv_list(dir, visit, ud) : SR_EIO;
+	return state ? sr__kv_list(state, ns, visit, ud) : SR_EIO;
 }
 
 /* ------------------------------------------------------------- table */

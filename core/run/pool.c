@@ -166,7 +166,7 @@ static int64_t now_ms(void)
 static const char *provider_name(const sr__plugin *provider);
 static void check_closed(sr__pool *p);
 
-static int record_run(sqlite3 *db, void *arg)
+static int record_run(sr__db *db, void *arg)
 {
 	record_job *j = arg;
 
@@ -574,18 +574,18 @@ int sr__pool_drop(sr__pool *p, const char *session)
 
 int sr__pool_record(sr__pool *p, const char *state)
 {
-	sqlite3 *db = sr__db_open(state);
+	sr__db *db = sr__db_open(state);
 	json_t *rows, *row;
 	size_t i;
 	unsigned parked = 0, kept = 0;
 
 	if (!db || !(p->q = sr__dbq_new(p->ctx->loop, state))) {
-		sqlite3_close(db);
+		sr__db_close(db);
 		return SR_EIO;
 	}
 	sr__db_owner(p->owner, sizeof(p->owner));
 	rows = sr__warm_adopt(db, p->owner);
-	sqlite3_close(db);
+	sr__db_close(db);
 	if (!rows)
 		return SR_EIO;
 	json_array_foreach(rows, i, row) {

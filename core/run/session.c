@@ -1,8 +1,8 @@
-/* Session pointers in SQLite, <state>/sandrun.db (core/store/db.c), with
- * the compare-and-set on the turn index done by the database. */
+/* Session pointers in the runner's database (core/store/db.c: SQLite or
+ * PostgreSQL), with the compare-and-set on the turn index done by the
+ * database. */
 #include "config.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,72 +35,67 @@ int sr__session_valid_id(const char *id)
 
 /* The record of id: SR_OK with *out, SR_ENOTFOUND, or SR_EIO (a record
  * that is not a JSON object, or a database error). */
-static int read_record(sqlite3 *db, const char *id, json_t **out, sqlite3_int64 *turn)
+static int read_record(sr__db *db, const char *id, json_t **out, int64_t *turn)
 {
-	sqlite3_stmt *st;
-	int rc;
+	sr__db_rows *r;
+	const char *text;
+	int rc = SR_OK;
 
 	*out = NULL;
-	if (sqlite3_prepare_v2(db, "SELECT record, turn FROM sessions WHERE id = ?1", -1, &st,
-			       NULL) != SQLITE_OK)
+	if (sr__db_exec(db, &r, "SELECT record, turn FROM sessions WHERE id = $1", "t", id) < 0)
 		return sr__db_error(db, "session", "cannot read a session");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const char *text = (const char *)sqlite3_column_text(st, 0);
-		*turn = sqlite3_column_int64(st, 1);
-		*out = text ? json_loads(text, 0, NULL) : NULL;
-		if (!json_is_object(*out)) {
-			json_decref(*out);
-			*out = NULL;
-			sr__log(SR_LOG_ERROR, "session", "session %s: its record does not read as "
-				"JSON; it is left as it is", id);
-			rc = SR_EIO;
-		} else {
-			rc = SR_OK;
-		}
-	} else {
-		rc = rc == SQLITE_DONE ? SR_ENOTFOUND : sr__db_error(db, "session", "cannot read a session");
+	if (!sr__db_nrows(r)) {
+		sr__db_rows_free(r);
+		return SR_ENOTFOUND;
 	}
-	sqlite3_finalize(st);
+	text = sr__db_text(r, 0, 0);
+	*turn = sr__db_int(r, 0, 1);
+	*out = text ? json_loads(text, 0, NULL) : NULL;
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		sr__log(SR_LOG_ERROR, "session", "session %s: its record does not read as "
+			"JSON; it is left as it is", id);
+		rc = SR_EIO;
+	}
+	sr__db_rows_free(r);
 	return rc;
 }
 
-/* A connection for session id: NULL with *rc SR_EINVAL (not an id) or
- * SR_EIO. */
-static sqlite3 *open_for(const char *state_dir, const char *id, int *rc)
+/* The process's connection for session id (sr__db_release it): NULL with
+ * *rc SR_EINVAL (not an id) or SR_EIO. */
+static sr__db *open_for(const char *state_dir, const char *id, int *rc)
 {
-	sqlite3 *db = NULL;
+	sr__db *db = NULL;
 
 	*rc = SR_EINVAL;
-	if (sr__session_valid_id(id) && !(db = sr__db_open(state_dir)))
+	if (sr__session_valid_id(id) && !(db = sr__db_shared(state_dir)))
 		*rc = SR_EIO;
 	return db;
 }
 
 int sr__session_load(const char *state_dir, const char *id, json_t **out)
 {
-	sqlite3_int64 turn;
-	sqlite3 *db;
+	int64_t turn;
+	sr__db *db;
 	int rc;
 
 	*out = NULL;
 	if (!(db = open_for(state_dir, id, &rc)))
 		return rc;
 	rc = read_record(db, id, out, &turn);
-	sqlite3_close(db);
+	sr__db_release(db);
 	return rc;
 }
 
 int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 		      int expected_turn)
 {
-	sqlite3_stmt *st = NULL;
-	sqlite3_int64 have = 0;
+	int64_t have = 0;
 	json_t *cur;
 	char *text;
-	sqlite3 *db;
-	int rc;
+	sr__db *db;
+	int rc, n;
 
 	if (json_integer_value(json_object_get(rec, "turn")) != expected_turn + 1)
 		return SR_EINVAL;
@@ -110,7 +105,7 @@ int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 		free(text);
 		return rc;
 	}
-	if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+	if (sr__db_begin(db) != SR_OK) {
 		rc = sr__db_error(db, "session", "cannot lock the database");
 		goto out;
 	}
@@ -126,71 +121,76 @@ int sr__session_store(const char *state_dir, const char *id, json_t *rec,
 	if (rc == SR_OK) {
 		/* The database's compare-and-set: the row of the turn this one
 		 * followed, or none for a first turn. */
-		const char *sql = expected_turn == 0 ?
-			"INSERT INTO sessions (id, turn, record, updated) VALUES (?1, ?2, ?3, ?4) "
-			"ON CONFLICT (id) DO NOTHING" :
-			"UPDATE sessions SET turn = ?2, record = ?3, updated = ?4 "
-			"WHERE id = ?1 AND turn = ?5";
-		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		if (expected_turn == 0)
+			n = sr__db_exec(db, NULL, "INSERT INTO sessions (id, turn, record, updated) "
+					"VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING", "titi",
+					id, (int64_t)1, text, (int64_t)time(NULL));
+		else
+			n = sr__db_exec(db, NULL, "UPDATE sessions SET turn = $2, record = $3, "
+					"updated = $4 WHERE id = $1 AND turn = $5", "titii", id,
+					(int64_t)expected_turn + 1, text, (int64_t)time(NULL),
+					(int64_t)expected_turn);
+		if (n < 0)
 			rc = sr__db_error(db, "session", "cannot write a session");
-		} else {
-			sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 2, expected_turn + 1);
-			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(st, 4, (sqlite3_int64)time(NULL));
-			if (expected_turn)
-				sqlite3_bind_int64(st, 5, expected_turn);
-			if (sqlite3_step(st) != SQLITE_DONE)
-				rc = sr__db_error(db, "session", "cannot write a session");
-			else if (sqlite3_changes(db) != 1)
-				rc = SR_ESTATE;
-		}
-		sqlite3_finalize(st);
+		else if (n != 1)
+			rc = SR_ESTATE;
 	}
-	if (sqlite3_exec(db, rc == SR_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL) !=
-		    SQLITE_OK && rc == SR_OK)
+	if (sr__db_end(db, rc == SR_OK) != SR_OK && rc == SR_OK)
 		rc = sr__db_error(db, "session", "cannot commit a session");
 out:
-	sqlite3_close(db);
+	sr__db_release(db);
 	free(text);
 	return rc;
 }
 
-/* DELETE sql (?1 the id, ?2 sandbox when not NULL) for session id. */
+/* DELETE sql ($1 the id, $2 sandbox when not NULL) for session id. */
 static int delete_where(const char *state_dir, const char *id, const char *sql,
 			const char *sandbox)
 {
-	sqlite3_stmt *st;
-	sqlite3 *db;
-	int rc;
+	sr__db *db;
+	int rc, n;
 
 	if (!(db = open_for(state_dir, id, &rc)))
 		return rc;
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+	n = sandbox ? sr__db_exec(db, NULL, sql, "tt", id, sandbox) :
+		sr__db_exec(db, NULL, sql, "t", id);
+	if (n < 0)
 		rc = sr__db_error(db, "session", "cannot remove a session");
-	} else {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		if (sandbox)
-			sqlite3_bind_text(st, 2, sandbox, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = sr__db_error(db, "session", "cannot remove a session");
-		else
-			rc = sqlite3_changes(db) ? SR_OK : SR_ENOTFOUND;
-		sqlite3_finalize(st);
-	}
-	sqlite3_close(db);
+	else
+		rc = n ? SR_OK : SR_ENOTFOUND;
+	sr__db_release(db);
 	return rc;
 }
 
 int sr__session_remove(const char *state_dir, const char *id)
 {
-	return delete_where(state_dir, id, "DELETE FROM sessions WHERE id = ?1", NULL);
+	return delete_where(state_dir, id, "DELETE FROM sessions WHERE id = $1", NULL);
 }
 
 int sr__session_forget_sandbox(const char *state_dir, const char *id, const char *sandbox)
 {
-	/* One statement: no turn recorded in between is lost. */
-	return delete_where(state_dir, id, "DELETE FROM sessions WHERE id = ?1 AND "
-			    "json_valid(record) AND json_extract(record, '$.sandbox') = ?2",
-			    sandbox);
+	const char *was;
+	int64_t turn = 0;
+	json_t *rec;
+	sr__db *db;
+	int rc, n;
+
+	if (!(db = open_for(state_dir, id, &rc)))
+		return rc;
+	rc = read_record(db, id, &rec, &turn);
+	was = json_string_value(json_object_get(rec, "sandbox"));
+	if (rc == SR_OK && (!was || strcmp(was, sandbox) != 0))
+		rc = SR_ENOTFOUND;
+	/* Only the turn read: no turn recorded in between is lost. */
+	if (rc == SR_OK) {
+		n = sr__db_exec(db, NULL, "DELETE FROM sessions WHERE id = $1 AND turn = $2", "ti",
+				id, turn);
+		if (n < 0)
+			rc = sr__db_error(db, "session", "cannot remove a session");
+		else
+			rc = n ? SR_OK : SR_ENOTFOUND;
+	}
+	json_decref(rec);
+	sr__db_release(db);
+	return rc;
 }

@@ -50,7 +50,7 @@ static void make_lock(void)
 	uv_mutex_init(&lock);
 }
 
-static sqlite3 *db_get(lease_op *op)
+static sr__db *db_get(lease_op *op)
 {
 	uv_once(&lock_once, make_lock);
 	uv_mutex_lock(&lock);
@@ -94,7 +94,7 @@ static void op_free(lease_op *op)
 static void take_work(uv_work_t *w)
 {
 	lease_op *op = w->data;
-	sqlite3 *db = db_get(op);
+	sr__db *db = db_get(op);
 
 	op->rc = SR_EIO;
 	if (db) {
@@ -163,7 +163,7 @@ static void add_warm(void *ud, const char *session)
 static void beat_work(uv_work_t *w)
 {
 	lease_op *op = w->data;
-	sqlite3 *db = db_get(op);
+	sr__db *db = db_get(op);
 
 	op->rc = SR_EIO;
 	if (db) {
@@ -260,7 +260,7 @@ void sr__svc_leases_quiesce(sr__svc *s)
 void sr__svc_leases_close(sr__svc *s)
 {
 	const char *state = sr__ctx_state_dir(s->ctx);
-	sqlite3 *db;
+	sr__db *db;
 
 	if (!s->owner[0])
 		return;
@@ -277,7 +277,7 @@ void sr__svc_leases_close(sr__svc *s)
 	db = s->lease_db ? s->lease_db : state ? sr__db_open(state) : NULL;
 	if (db) {
 		sr__lease_release_all(db, s->owner);
-		sqlite3_close(db);
+		sr__db_close(db);
 	}
 	s->lease_db = NULL;
 	uv_mutex_unlock(&lock);

@@ -11,7 +11,6 @@
  * most recently retired runs. */
 #include "config.h"
 
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +34,7 @@ typedef struct op {
 typedef struct db_log {
 	sr__runlog pub;
 	sr__runlog *mem;
-	sqlite3 *db; /* the writer's, once loaded */
+	sr__db *db; /* the writer's, once loaded */
 	size_t per_run, kept;
 	char owner[320]; /* host:pid of this process */
 	uv_thread_t writer;
@@ -55,82 +54,69 @@ static void op_free(op *o)
 	free(o);
 }
 
-/* Run sql with ?1 the run's id, ?2 a text, ?3 a number, ?4 another text
- * (binding a number past the ones sql names is refused, harmlessly). */
-static int step(sqlite3 *db, const char *sql, const char *id, const char *text,
-		sqlite3_int64 n, const char *text2)
-{
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		return SQLITE_ERROR;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, n);
-	sqlite3_bind_text(st, 4, text2, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
 static int write_op(db_log *l, const op *o)
 {
-	sqlite3 *db = l->db;
-	int rc;
+	sr__db *db = l->db;
 
 	switch (o->kind) {
 	case OP_CREATE:
-		return step(db, "INSERT OR REPLACE INTO runs (id, summary, ended, owner) "
-			    "VALUES (?1, ?2, NULL, ?4)", o->id, o->text, 0, l->owner);
+		return sr__db_exec(db, NULL, "INSERT INTO runs (id, summary, ended, owner) VALUES "
+				   "($1, $2, NULL, $3) ON CONFLICT (id) DO UPDATE SET summary = "
+				   "excluded.summary, ended = NULL, owner = excluded.owner", "ttt",
+				   o->id, o->text, l->owner);
 	case OP_SUMMARY:
-		return step(db, "UPDATE runs SET summary = ?2 WHERE id = ?1", o->id, o->text,
-			    0, NULL);
+		return sr__db_exec(db, NULL, "UPDATE runs SET summary = $2 WHERE id = $1", "tt",
+				   o->id, o->text);
 	case OP_APPEND:
-		return step(db, "INSERT OR REPLACE INTO run_events (run, line, seq) "
-			    "VALUES (?1, ?2, ?3)", o->id, o->text, (sqlite3_int64)o->seq, NULL);
+		return sr__db_exec(db, NULL, "INSERT INTO run_events (run, line, seq) VALUES ($1, "
+				   "$2, $3) ON CONFLICT (run, seq) DO UPDATE SET line = "
+				   "excluded.line", "tti", o->id, o->text, (int64_t)o->seq);
 	case OP_RETIRE:
-		rc = step(db, "UPDATE runs SET ended = (SELECT COALESCE(MAX(ended), 0) + 1 "
-			  "FROM runs) WHERE id = ?1 AND ended IS NULL", o->id, NULL, 0, NULL);
-		if (rc == SQLITE_OK) /* its oldest events beyond per_run */
-			rc = step(db, "DELETE FROM run_events WHERE run = ?1 AND seq <= "
-				  "(SELECT MAX(seq) FROM run_events WHERE run = ?1) - ?3", o->id, NULL, (sqlite3_int64)l->per_run, NULL);
-		if (rc == SQLITE_OK) /* the runs retired before the kept ones */
-			rc = step(db, "DELETE FROM run_events WHERE run IN (SELECT id FROM "
-				  "runs WHERE ended IS NOT NULL ORDER BY ended DESC LIMIT -1 "
-				  "OFFSET ?3)", o->id, NULL,
-				  (sqlite3_int64)l->kept, NULL);
-		if (rc == SQLITE_OK)
-			rc = step(db, "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE "
-				  "ended IS NOT NULL ORDER BY ended DESC LIMIT -1 OFFSET ?3)",
-				  o->id, NULL, (sqlite3_int64)l->kept, NULL);
-		return rc;
+		if (sr__db_exec(db, NULL, "UPDATE runs SET ended = (SELECT COALESCE(MAX(ended), 0) "
+				"+ 1 FROM runs) WHERE id = $1 AND ended IS NULL", "t", o->id) < 0 ||
+		    /* its oldest events beyond per_run */
+		    sr__db_exec(db, NULL, "DELETE FROM run_events WHERE run = $1 AND seq <= "
+				"(SELECT MAX(seq) FROM run_events WHERE run = $1) - $2", "ti", o->id,
+				(int64_t)l->per_run) < 0 ||
+		    /* the runs retired before the kept ones */
+		    sr__db_exec(db, NULL, "DELETE FROM run_events WHERE run IN (SELECT id FROM "
+				"runs WHERE ended IS NOT NULL ORDER BY ended DESC LIMIT "
+				"9223372036854775807 OFFSET $1)", "i", (int64_t)l->kept) < 0 ||
+		    sr__db_exec(db, NULL, "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE "
+				"ended IS NOT NULL ORDER BY ended DESC LIMIT 9223372036854775807 "
+				"OFFSET $1)", "i", (int64_t)l->kept) < 0)
+			return SR_EIO;
+		return SR_OK;
 	}
-	return SQLITE_MISUSE;
+	return SR_EINVAL;
 }
 
 /* One transaction for what was queued. Failures are logged once until a
- * transaction succeeds again; the memory log still answers. SQLite's
- * result (SQLITE_BUSY: another writer held the database past the wait;
+ * transaction succeeds again; the memory log still answers. SR_OK, or
+ * SR_EIO (sr__db_busy: another writer held the database past the wait;
  * the batch can be written again, whole). */
 static int write_batch(db_log *l, op *batch)
 {
-	int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	int rc = sr__db_begin(l->db);
 
-	for (op *o = batch; rc == SQLITE_OK && o; o = o->next)
+	for (op *o = batch; rc >= 0 && o; o = o->next)
 		rc = write_op(l, o);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
+	if (rc >= 0)
+		rc = sr__db_end(l->db, 1);
+	if (rc < 0) {
+		int busy = sr__db_busy(l->db);
 		if (!l->failing)
 			sr__db_error(l->db, "service", "cannot record runs (they are kept in "
 				     "memory until the service stops)");
-		sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
-	} else if (l->failing) {
-		sr__log(SR_LOG_INFO, "service", "runs are recorded in the database again");
+		sr__db_end(l->db, 0);
+		/* (the rollback's result is not the batch's) */
+		l->failing = 1;
+		return busy ? SR_ETIMEDOUT : SR_EIO;
 	}
-	l->failing = rc != SQLITE_OK;
-	return rc;
+	if (l->failing)
+		sr__log(SR_LOG_INFO, "service", "runs are recorded in the database again");
+	l->failing = 0;
+	return SR_OK;
 }
 
 static void writer_main(void *arg)
@@ -151,7 +137,7 @@ static void writer_main(void *arg)
 		/* Busy: tried again (a few times), the batch whole. */
 		for (int tries = 0; batch && tries < 3; tries++) {
 			int rc = write_batch(l, batch);
-			if (((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED) || stop)
+			if (rc != SR_ETIMEDOUT || stop)
 				break;
 			uv_sleep(250);
 		}
@@ -291,7 +277,7 @@ static void d_free(sr__runlog *pub)
 		uv_cond_signal(&l->wake);
 		uv_mutex_unlock(&l->lock);
 		uv_thread_join(&l->writer);
-		sqlite3_close(l->db);
+		sr__db_close(l->db);
 	}
 	while (l->head) { /* queued before a failed start */
 		op *next = l->head->next;
@@ -315,24 +301,22 @@ static const sr__runlog_ops db_ops = {
 /* The events of run id into memory, numbered as they were. */
 static int load_events(db_log *l, const char *id, json_t *summary)
 {
-	sqlite3_stmt *st;
-	uint64_t first = 0, seq;
-	int rc;
+	sr__db_rows *r;
+	uint64_t seq;
+	size_t n;
 
-	if (sqlite3_prepare_v2(l->db, "SELECT seq, line FROM run_events WHERE run = ?1 "
-			       "ORDER BY seq", -1, &st, NULL) != SQLITE_OK)
+	if (sr__db_exec(l->db, &r, "SELECT seq, line FROM run_events WHERE run = $1 ORDER BY "
+			"seq", "t", id) < 0)
 		return sr__db_error(l->db, "service", "cannot read the run log");
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		first = (uint64_t)sqlite3_column_int64(st, 0);
-	if (sr__runlog_mem_load(l->mem, id, summary, first) != SR_OK) {
-		sqlite3_finalize(st);
+	n = sr__db_nrows(r);
+	if (sr__runlog_mem_load(l->mem, id, summary, n ? (uint64_t)sr__db_int(r, 0, 0) : 0) !=
+	    SR_OK) {
+		sr__db_rows_free(r);
 		return SR_ENOMEM;
 	}
-	for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
-		const char *line = (const char *)sqlite3_column_text(st, 1);
-		size_t len = (size_t)sqlite3_column_bytes(st, 1);
+	for (size_t i = 0; i < n; i++) {
+		const char *line = sr__db_text(r, i, 1);
+		size_t len = line ? strlen(line) : 0;
 		char *nl = malloc(len + 2);
 		if (!nl)
 			break;
@@ -342,8 +326,8 @@ static int load_events(db_log *l, const char *id, json_t *summary)
 		l->mem->ops->append(l->mem, id, nl, len + 1, &seq);
 		free(nl);
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? SR_OK : sr__db_error(l->db, "service", "cannot read the run log");
+	sr__db_rows_free(r);
+	return SR_OK;
 }
 
 /* A run that was not over when its service stopped: failed, and said so. */
@@ -362,25 +346,28 @@ static void interrupted(db_log *l, const char *id, json_t *summary)
 }
 
 /* The runs kept, retired ones in the order they were retired; then the
- * ones that were not over. */
+ * ones that were not over. One that another host's service runs, or may,
+ * is left to it. */
 static int load(db_log *l)
 {
-	sqlite3_stmt *st;
-	int rc, n = 0;
+	sr__db_rows *r;
+	int n = 0;
 
-	if (sqlite3_prepare_v2(l->db, "SELECT id, summary, owner, ended IS NULL FROM runs "
-			       "ORDER BY ended IS NULL, ended", -1, &st, NULL) != SQLITE_OK)
+	if (sr__db_exec(l->db, &r, "SELECT id, summary, owner, CASE WHEN ended IS NULL THEN 1 "
+			"ELSE 0 END FROM runs ORDER BY ended IS NULL, ended", "") < 0)
 		return sr__db_error(l->db, "service", "cannot read the run log");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *id = (const char *)sqlite3_column_text(st, 0);
-		const char *text = (const char *)sqlite3_column_text(st, 1);
-		const char *owner = (const char *)sqlite3_column_text(st, 2);
-		int live = sqlite3_column_int(st, 3);
-		json_t *summary = text ? json_loads(text, 0, NULL) : NULL;
-		if (!id || !json_is_object(summary) || (live && sr__db_owner_alive(owner))) {
-			if (id && !json_is_object(summary))
-				sr__log(SR_LOG_WARN, "service", "run %s: its summary in the "
-					"database does not read as JSON; not loaded", id);
+	for (size_t i = 0; i < sr__db_nrows(r); i++) {
+		const char *id = sr__db_text(r, i, 0);
+		const char *text = sr__db_text(r, i, 1);
+		const char *owner = sr__db_text(r, i, 2);
+		int live = (int)sr__db_int(r, i, 3);
+		json_t *summary;
+		if (!id || (live && (!sr__db_owner_here(owner) || sr__db_owner_alive(owner))))
+			continue;
+		summary = text ? json_loads(text, 0, NULL) : NULL;
+		if (!json_is_object(summary)) {
+			sr__log(SR_LOG_WARN, "service", "run %s: its summary in the database does "
+				"not read as JSON; not loaded", id);
 			json_decref(summary);
 			continue;
 		}
@@ -394,12 +381,10 @@ static int load(db_log *l)
 		}
 		json_decref(summary);
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return sr__db_error(l->db, "service", "cannot read the run log");
+	sr__db_rows_free(r);
 	if (n)
 		sr__log(SR_LOG_INFO, "service", "%d runs read back from %s", n,
-			sqlite3_db_filename(l->db, "main"));
+			sr__db_name(l->db));
 	return SR_OK;
 }
 
@@ -429,15 +414,15 @@ sr__runlog *sr__runlog_db_new(const char *state, size_t per_run, size_t kept, ch
 	}
 	if (!(l->db = sr__db_open(state))) {
 		d_free(&l->pub);
-		snprintf(err, errlen, "cannot use the database in %s (see above)", state);
+		snprintf(err, errlen, "cannot use the runner's database (see above)");
 		return NULL;
 	}
 	if (load(l) != SR_OK || uv_thread_create(&l->writer, writer_main, l) != 0) {
-		sqlite3_close(l->db);
+		snprintf(err, errlen, "cannot read the run log from %s (see above)",
+			 sr__db_name(l->db));
+		sr__db_close(l->db);
 		l->db = NULL;
 		d_free(&l->pub);
-		snprintf(err, errlen, "cannot read the run log from %s/sandrun.db (see above)",
-			 state);
 		return NULL;
 	}
 	return &l->pub;

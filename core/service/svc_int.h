@@ -53,7 +53,7 @@ struct sr__svc {
 	int beating, beat_again; /* one written at a time */
 	unsigned lease_ops;      /* calls on the thread pool (the drain waits) */
 	int leases_closing;      /* no call starts any more */
-	struct sqlite3 *lease_db; /* the leases' connection (thread pool) */
+	struct sr__db *lease_db; /* the leases' connection (thread pool) */
 };
 
 struct sr__svc_run {

@@ -10,7 +10,7 @@
 #include "sandrun/plugin.h"
 
 typedef struct job {
-	int (*fn)(sqlite3 *db, void *arg);
+	int (*fn)(sr__db *db, void *arg);
 	void (*done)(void *arg, int rc);
 	void *arg;
 	int rc;
@@ -20,7 +20,7 @@ typedef struct job {
 struct sr__dbq {
 	uv_loop_t *loop;
 	char *state;
-	sqlite3 *db;      /* the jobs' (one at a time) */
+	sr__db *db;      /* the jobs' (one at a time) */
 	job *head, **tail;
 	uv_work_t work;
 	int running;      /* the head is on the thread pool */
@@ -41,7 +41,7 @@ static void on_work(uv_work_t *w)
 
 static void q_free(sr__dbq *q)
 {
-	sqlite3_close(q->db);
+	sr__db_close(q->db);
 	free(q->state);
 	free(q);
 }
@@ -90,7 +90,7 @@ sr__dbq *sr__dbq_new(uv_loop_t *loop, const char *state)
 	return q;
 }
 
-int sr__dbq_push(sr__dbq *q, int (*fn)(sqlite3 *db, void *arg),
+int sr__dbq_push(sr__dbq *q, int (*fn)(sr__db *db, void *arg),
 		 void (*done)(void *arg, int rc), void *arg)
 {
 	job *j = calloc(1, sizeof(*j));

@@ -7,13 +7,13 @@
 #ifndef SR_CORE_STORE_LEASE_H
 #define SR_CORE_STORE_LEASE_H
 
-#include <sqlite3.h>
+#include "core/store/db.h"
 #include <stdint.h>
 
 /* Take session's lease for owner (busy: for a turn): SR_OK when it was
  * free, expired or owner's already; SR_ESTATE when another holds it, who
  * (and until when, in ms from now) written into holder; SR_EIO. */
-int sr__lease_acquire(sqlite3 *db, const char *session, const char *owner, int busy,
+int sr__lease_acquire(sr__db *db, const char *session, const char *owner, int busy,
 		      int64_t now, int64_t ttl, char *holder, size_t n);
 /* The heartbeat: owner holds exactly the sessions of the JSON array held
  * (objects {"session", "busy", "pending"}): each is pushed on to now +
@@ -23,9 +23,9 @@ int sr__lease_acquire(sqlite3 *db, const char *session, const char *owner, int b
  * The number of
  * sessions another holds now (taken over while owner did not beat), each
  * logged; or SR_EIO. */
-int sr__lease_beat(sqlite3 *db, const char *owner, const char *held, int64_t now,
+int sr__lease_beat(sr__db *db, const char *owner, const char *held, int64_t now,
 		   int64_t since, int64_t ttl);
 /* Release every lease of owner (a clean stop). */
-int sr__lease_release_all(sqlite3 *db, const char *owner);
+int sr__lease_release_all(sr__db *db, const char *owner);
 
 #endif

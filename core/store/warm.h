@@ -7,17 +7,17 @@
 #define SR_CORE_STORE_WARM_H
 
 #include <jansson.h>
-#include <sqlite3.h>
+#include "core/store/db.h"
 #include <stdint.h>
 
 /* session's sandbox is in owner's pool (ttl_at: Unix ms, 0 for none). */
-int sr__warm_record(sqlite3 *db, const char *session, const char *sandbox,
+int sr__warm_record(sr__db *db, const char *session, const char *sandbox,
 		    const char *provider, int running, int64_t ttl_at, const char *owner);
 /* It is no longer (only while the record still names sandbox). */
-int sr__warm_forget(sqlite3 *db, const char *session, const char *sandbox);
+int sr__warm_forget(sr__db *db, const char *session, const char *sandbox);
 /* The records of services that no longer run, made owner's: a JSON
  * array of {"session", "sandbox", "provider", "running", "ttl_at"} (new
  * reference), or NULL (logged). */
-json_t *sr__warm_adopt(sqlite3 *db, const char *owner);
+json_t *sr__warm_adopt(sr__db *db, const char *owner);
 
 #endif

@@ -58,12 +58,13 @@ export SANDRUN_SECRETS_ALLOW_HOSTS="api.model.test:$model_port"
 KEY="sk-ant-key-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 TOKEN="sk-ant-token-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 export ANTHROPIC_API_KEY="$KEY" ANTHROPIC_AUTH_TOKEN="$TOKEN"
-kv="$SANDRUN_RUNNER_STATE_DIR/plugins/provider.daytona/kv"
+# The plugin's key-value records (in the store): "KEY VALUE" lines.
+kv() { "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" kv provider.daytona; }
 
 secrets() { curl -s -H "Authorization: Bearer dtn-test-key" "$api/secret"; }
 ours() { secrets | J "j.filter($OURS).length"; }
 has_secret() { secrets | J "j.some((x) => x.name === '$1')"; }
-leases() { find "$kv" -name 'lease.*' 2>/dev/null | wc -l | tr -d ' '; }
+leases() { kv | grep -c '^lease\.'; }
 boxes() { curl -s -H "Authorization: Bearer dtn-test-key" "$api/sandbox" | J 'j.items.length'; }
 fault() { curl -s -X POST -H 'Content-Type: application/json' --data "$1" "$admin/faults" >/dev/null; }
 calls() { curl -s "$admin/calls" | J "j['$1'] || 0"; }
@@ -85,8 +86,9 @@ lease=$(J "j.filter($OURS)[0].name.split('_')[1]" <"$T/secA.json")
 [ "$(J "j.filter($OURS).map((x) => x.name).sort().join(' ')" <"$T/secA.json")" = \
 	"sandrun_${lease}_1 sandrun_${lease}_2" ] && ok "named <prefix>_<lease>_<n>" ||
 	fail "named <prefix>_<lease>_<n>"
-grep_in "the lease record names the sandbox" "$kv/lease.$lease" "\"sandbox\":\"$box\""
-grep_in "the lease is active" "$kv/lease.$lease" '"state":"active"'
+kv | grep "^lease\.$lease " >"$T/lease"
+grep_in "the lease record names the sandbox" "$T/lease" "\"sandbox\":\"$box\""
+grep_in "the lease is active" "$T/lease" '"state":"active"'
 curl -s "$admin/sandbox/$box" >"$T/boxA.json"
 [ "$(J 'j.secrets.map((x) => x.env).sort().join(" ")' <"$T/boxA.json")" = \
 	"ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN" ] && ok "linked through the sandbox's secrets" ||
@@ -183,7 +185,7 @@ runner=$!
 for _ in $(seq 600); do grep -q '"type":"sandbox.acquired"' "$T/evE" 2>/dev/null && break; sleep 0.05; done
 kill_runner "$runner"
 boxE=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/evE" | head -n 1)
-[ -n "$boxE" ] && [ "$(ours)" = 2 ] && grep -q "\"sandbox\":\"$boxE\"" "$kv"/lease.* 2>/dev/null &&
+[ -n "$boxE" ] && [ "$(ours)" = 2 ] && kv | grep -q "^lease\..*\"sandbox\":\"$boxE\"" &&
 	ok "killed after the sandbox: its lease names it" ||
 	fail "killed after the sandbox: its lease names it ($boxE, $(ours))"
 curl -s -X DELETE "$admin/calls" >/dev/null
@@ -209,7 +211,7 @@ boxF=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/evF"
 fault '{"route":"DELETE /api/secret/{id}","status":500,"count":3}'
 expect "sandbox destroy (its secrets' deletion fails)" 0 "$S" sandbox destroy "$boxF"
 grep_in "reported" "$T/err" "the deletion of 2 secret(s) failed"
-grep -q '"state":"cleanup_pending"' "$kv"/lease.* 2>/dev/null && ok "the lease is cleanup_pending" ||
+kv | grep -q '^lease\..*"state":"cleanup_pending"' && ok "the lease is cleanup_pending" ||
 	fail "the lease is cleanup_pending"
 [ "$(ours)" = 2 ] && ok "the secrets are still there" || fail "the secrets are still there"
 # (doctor's exit status also covers the harness's node: not checked here)

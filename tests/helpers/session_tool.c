@@ -1,40 +1,57 @@
 /* Session pointers from the shell, for the integration tests (the store
- * is a SQLite database now, not files a test can move):
+ * is a database now, not files a test can move):
  *   session_tool STATE_DIR get ID        the record on stdout (exit 1: none)
  *   session_tool STATE_DIR rm ID         forget it
  *   session_tool STATE_DIR put ID FILE   write FILE's record (its turn: the
  *                                        next after the stored one, or 1)
  *   session_tool STATE_DIR lease ID      who holds its lease (exit 1: none)
- * Through core/run/session.c, as sandrun does. Exit 1: there is none; 2:
- * an error (said). */
+ *   session_tool STATE_DIR kv NS         a plugin's key-value records, one
+ *                                        "KEY VALUE" line each (NS: its
+ *                                        section, provider.daytona)
+ * Through core/run/session.c, as sandrun does, on the store
+ * SANDRUN_STORE_URL names when it is set. Exit 1: there is none; 2: an
+ * error (said). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "core/host/status.h"
+#include "core/host/kv.h"
 #include "core/run/session.h"
 #include "core/store/db.h"
 
+/* The area kv lists. */
+static const char *ns_dumped;
+
 static int lease(const char *state, const char *id)
 {
-	sqlite3 *db = sr__db_open(state);
-	sqlite3_stmt *st;
+	sr__db *db = sr__db_open(state);
+	sr__db_rows *r = NULL;
 	int rc = SR_EIO;
 
-	if (db && sqlite3_prepare_v2(db, "SELECT owner, busy FROM leases WHERE session = ?1",
-				     -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (db && sr__db_exec(db, &r, "SELECT owner, busy FROM leases WHERE session = $1", "t",
+			      id) >= 0) {
 		rc = SR_ENOTFOUND;
-		if (sqlite3_step(st) == SQLITE_ROW) {
-			printf("%s %s\n", (const char *)sqlite3_column_text(st, 0),
-			       sqlite3_column_int(st, 1) ? "busy" : "warm");
+		if (sr__db_nrows(r)) {
+			printf("%s %s\n", sr__db_text(r, 0, 0), sr__db_int(r, 0, 1) ? "busy" : "warm");
 			rc = SR_OK;
 		}
-		sqlite3_finalize(st);
 	}
-	sqlite3_close(db);
+	sr__db_rows_free(r);
+	sr__db_close(db);
 	return rc;
+}
+
+static int dump_one(void *ud, const char *key)
+{
+	char *v = NULL;
+
+	if (sr__kv_get(ud, ns_dumped, key, &v, NULL) == SR_OK)
+		printf("%s %s\n", key, v);
+	free(v);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -43,9 +60,10 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 4 || (strcmp(argv[2], "put") == 0 && argc != 5)) {
-		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put|lease ID [FILE]\n");
+		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put|lease|kv ID [FILE]\n");
 		return 2;
 	}
+	sr__db_use(getenv("SANDRUN_STORE_URL"));
 	if (strcmp(argv[2], "get") == 0) {
 		rc = sr__session_load(argv[1], argv[3], &rec);
 		if (rc == SR_OK) {
@@ -54,6 +72,9 @@ int main(int argc, char **argv)
 		}
 	} else if (strcmp(argv[2], "lease") == 0) {
 		rc = lease(argv[1], argv[3]);
+	} else if (strcmp(argv[2], "kv") == 0) {
+		ns_dumped = argv[3];
+		rc = sr__kv_list(argv[1], argv[3], dump_one, argv[1]);
 	} else if (strcmp(argv[2], "rm") == 0) {
 		rc = sr__session_remove(argv[1], argv[3]);
 	} else if (strcmp(argv[2], "put") == 0) {

@@ -87,6 +87,97 @@ wait_event() { # wait_event RUN PATTERN
 	return 1
 }
 
+# Two services on one store (the same state directory: one SQLite
+# database, or SANDRUN_STORE_URL's PostgreSQL server), leases of 3 s: a
+# session's lease.
+replicas() {
+	lease_svc() { # lease_svc NAME: URL, SVC_PID
+		start_svc "$1" SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+			SANDRUN_SERVICE_LEASE_TTL=3
+	}
+	lease_svc r1
+	R1=$URL R1_PID=$SVC_PID
+	lease_svc r2
+	R2=$URL R2_PID=$SVC_PID
+	URL=$R1
+	start_run '{"prompt":"ok"}'
+	wait_state "$RUN" finished || fail "replicas: the first turn"
+	SES2=$(get "$T/body" session)
+	URL=$R2
+	api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+	code "replicas: a session kept warm by the other service is refused" 409
+	grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID:[0-9]* (kept warm"
+	api DELETE "/v1/sessions/$SES2"
+	code "replicas: nor can the other service delete it" 409
+	grep_in "... session_leased" "$T/body" '"session_leased"'
+
+	# Turns on one session at once on the two: exactly one runs.
+	URL=$R1
+	start_run "{\"prompt\":\"slow:1500\",\"session\":\"$SES2\"}"
+	TURN2=$RUN
+	URL=$R2
+	api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+	code "replicas: a turn at once on the other service is refused" 409
+	grep_in "... while the turn goes on" "$T/body" "a turn going on"
+	URL=$R1
+	wait_state "$TURN2" finished && ok "... and the one that runs finishes" || fail "... and the one that runs finishes"
+	# A service killed mid-turn: its lease expires, and the other takes the
+	# session over (the killed turn never wrote its turn index).
+	start_run "{\"prompt\":\"slow:20000\",\"session\":\"$SES2\"}"
+	wait_event "$RUN" '"text":"working..."' || fail "replicas: the turn to kill started"
+	kill -9 "$R1_PID"
+	wait "$R1_PID" 2>/dev/null
+	URL=$R2
+	api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+	code "replicas: a dead service's lease holds until it expires" 409
+	taken=
+	for _ in $(seq 40); do
+		sleep 0.2
+		api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
+		[ "$CODE" = 202 ] && { taken=$(get "$T/body" run); break; }
+	done
+	[ -n "$taken" ] && ok "replicas: taken over after the lease expired" ||
+		fail "replicas: taken over after the lease expired (HTTP $CODE: $(cat "$T/body"))"
+	wait_state "$taken" finished && ok "... the turn runs there" ||
+		fail "... the turn runs there ($(cat "$T/body"))"
+	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
+	grep -q ":$R2_PID:[0-9]* warm$" "$T/lease" && ok "... which holds the lease now, warm" ||
+		fail "... which holds the lease now, warm ($(cat "$T/lease"))"
+	api GET "/v1/sessions/$SES2"
+	[ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3: no turn index written twice" ||
+		fail "... as turn 3 ($(cat "$T/body"))"
+	start_run "{\"prompt\":\"ok\"}"
+	wait_state "$RUN" finished || fail "replicas: a session to delete"
+	SES3=$(get "$T/body" session)
+	api DELETE "/v1/sessions/$SES3"
+	code "replicas: the holder deletes a session it keeps warm" 200
+	# (by the heartbeat the deletion set off)
+	for _ in $(seq 40); do
+		"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES3" >"$T/lease" 2>&1
+		rc=$?
+		[ $rc = 0 ] || break
+		sleep 0.05
+	done
+	[ $rc = 1 ] && ok "... and its lease is released" || fail "... and its lease is released ($(cat "$T/lease"))"
+	kill -TERM "$R2_PID"
+	wait "$R2_PID"
+	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
+	[ $? = 1 ] && ok "replicas: a clean stop releases the service's leases" ||
+		fail "replicas: a clean stop releases the service's leases ($(cat "$T/lease"))"
+	if [ -n "${SANDRUN_STORE_URL:-}" ]; then
+		[ ! -e "$SANDRUN_RUNNER_STATE_DIR/sandrun.db" ] &&
+			ok "replicas: with [store] url, no SQLite file in the state directory" ||
+			fail "replicas: with [store] url, no SQLite file in the state directory"
+	fi
+}
+# SERVICE_TEST_PART=replicas: only those (tests/integration/store_pg_test.sh,
+# on PostgreSQL).
+if [ "${SERVICE_TEST_PART:-}" = replicas ]; then
+	replicas
+	finish
+	exit
+fi
+
 # ---------------------------------------------------------------- start
 expect "no token on TCP: refused (exit 3)" 3 env SANDRUN_SERVICE_LISTEN=127.0.0.1:0 "$D"
 grep_in "it says why and what to do" "$T/err" "no bearer token configured.*unix:"
@@ -553,79 +644,5 @@ grep_in "SIGTERM: the warm sandboxes are parked stopped" "$T/svc.log" \
 SBW=$(box_in "$T/there.ndjson")
 grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
 	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
-# --------------------- two services on one database: a session's lease
-# (the same state directory: one SQLite database), leases of 3 s.
-lease_svc() { # lease_svc NAME: URL, SVC_PID
-	start_svc "$1" SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
-		SANDRUN_SERVICE_LEASE_TTL=3
-}
-lease_svc r1
-R1=$URL R1_PID=$SVC_PID
-lease_svc r2
-R2=$URL R2_PID=$SVC_PID
-URL=$R1
-start_run '{"prompt":"ok"}'
-wait_state "$RUN" finished || fail "replicas: the first turn"
-SES2=$(get "$T/body" session)
-URL=$R2
-api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
-code "replicas: a session kept warm by the other service is refused" 409
-grep_in "... session_leased, naming the holder" "$T/body" "\"session_leased\".*:$R1_PID:[0-9]* (kept warm"
-api DELETE "/v1/sessions/$SES2"
-code "replicas: nor can the other service delete it" 409
-grep_in "... session_leased" "$T/body" '"session_leased"'
-
-# Turns on one session at once on the two: exactly one runs.
-URL=$R1
-start_run "{\"prompt\":\"slow:1500\",\"session\":\"$SES2\"}"
-TURN2=$RUN
-URL=$R2
-api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
-code "replicas: a turn at once on the other service is refused" 409
-grep_in "... while the turn goes on" "$T/body" "a turn going on"
-URL=$R1
-wait_state "$TURN2" finished && ok "... and the one that runs finishes" || fail "... and the one that runs finishes"
-# A service killed mid-turn: its lease expires, and the other takes the
-# session over (the killed turn never wrote its turn index).
-start_run "{\"prompt\":\"slow:20000\",\"session\":\"$SES2\"}"
-wait_event "$RUN" '"text":"working..."' || fail "replicas: the turn to kill started"
-kill -9 "$R1_PID"
-wait "$R1_PID" 2>/dev/null
-URL=$R2
-api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
-code "replicas: a dead service's lease holds until it expires" 409
-taken=
-for _ in $(seq 40); do
-	sleep 0.2
-	api POST '/v1/runs?wait=false' "{\"prompt\":\"ok\",\"session\":\"$SES2\"}"
-	[ "$CODE" = 202 ] && { taken=$(get "$T/body" run); break; }
-done
-[ -n "$taken" ] && ok "replicas: taken over after the lease expired" ||
-	fail "replicas: taken over after the lease expired (HTTP $CODE: $(cat "$T/body"))"
-wait_state "$taken" finished && ok "... the turn runs there" ||
-	fail "... the turn runs there ($(cat "$T/body"))"
-"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
-grep -q ":$R2_PID:[0-9]* warm$" "$T/lease" && ok "... which holds the lease now, warm" ||
-	fail "... which holds the lease now, warm ($(cat "$T/lease"))"
-api GET "/v1/sessions/$SES2"
-[ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3: no turn index written twice" ||
-	fail "... as turn 3 ($(cat "$T/body"))"
-start_run "{\"prompt\":\"ok\"}"
-wait_state "$RUN" finished || fail "replicas: a session to delete"
-SES3=$(get "$T/body" session)
-api DELETE "/v1/sessions/$SES3"
-code "replicas: the holder deletes a session it keeps warm" 200
-# (by the heartbeat the deletion set off)
-for _ in $(seq 40); do
-	"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES3" >"$T/lease" 2>&1
-	rc=$?
-	[ $rc = 0 ] || break
-	sleep 0.05
-done
-[ $rc = 1 ] && ok "... and its lease is released" || fail "... and its lease is released ($(cat "$T/lease"))"
-kill -TERM "$R2_PID"
-wait "$R2_PID"
-"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$SES2" >"$T/lease" 2>&1
-[ $? = 1 ] && ok "replicas: a clean stop releases the service's leases" ||
-	fail "replicas: a clean stop releases the service's leases ($(cat "$T/lease"))"
+replicas
 finish

@@ -285,6 +285,39 @@ Test(conf, credential_isolation_and_secrets_allow_hosts_are_checked)
 	sr__config_free(c);
 }
 
+Test(conf, store_url_takes_postgresql_and_never_echoes_a_bad_one)
+{
+	sr__config *c = sr__config_new();
+	sr__runner_conf rc;
+	const char *p = t_write(dir, "s.conf", "[runner]\n");
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK);
+	cr_assert_str_eq(rc.store_url, "", "the default is SQLite in the state directory");
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "t.conf", "[store]\nurl = postgresql://sandrun@db.internal/sandrun\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK);
+	cr_assert_str_eq(rc.store_url, "postgresql://sandrun@db.internal/sandrun");
+	cr_assert_null(strstr(t_log_text(), "unknown"), "%s", t_log_text());
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "u.conf", "[store]\nurl = host=/run/postgresql dbname=sandrun\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK, "libpq's key=value form");
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "v.conf", "[store]\nurl = mysql://root:s3cr3tpw@db/sandrun\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "v.conf:2: [store] key 'url': invalid value: a PostgreSQL "
+			 "URI"), "%s", t_log_text());
+	cr_assert_null(strstr(t_log_text(), "s3cr3tpw"), "the password is shown: %s",
+		       t_log_text());
+	sr__config_free(c);
+}
+
 Test(conf, service_defaults)
 {
 	sr__config *c = sr__config_new();

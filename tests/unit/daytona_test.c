@@ -4,7 +4,6 @@
  * (/_emulator) injects faults, forces states and counts calls per route.
  * Without node the tests skip, saying why; with CI=true they fail. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "core/host/kv.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
 #include "plugins/provider/daytona/daytona.h"
@@ -1187,24 +1187,27 @@ static void seed_secret(const char *name)
 	cr_assert_eq(admin("POST", "/api/secret", body, NULL, 0), 201);
 }
 
-/* The plugin's lease records (new object: key -> record). */
+/* The plugin's lease records (new object: key -> record), read from its
+ * key-value area in the store as the plugin wrote them. */
+static int add_lease(void *ud, const char *key)
+{
+	char state[4096], *v = NULL;
+
+	snprintf(state, sizeof(state), "%s/state", dir);
+	if (strncmp(key, "lease.", 6) == 0 &&
+	    sr__kv_get(state, "provider.daytona", key, &v, NULL) == SR_OK)
+		json_object_set_new(ud, key, json_loads(v, 0, NULL));
+	free(v);
+	return 0;
+}
+
 static json_t *leases(void)
 {
-	char path[4096], file[4400];
+	char state[4096];
 	json_t *all = json_object();
-	struct dirent *e;
-	DIR *dp;
 
-	snprintf(path, sizeof(path), "%s/state/plugins/provider.daytona/kv", dir);
-	if (!(dp = opendir(path)))
-		return all;
-	while ((e = readdir(dp))) {
-		if (strncmp(e->d_name, "lease.", 6) != 0)
-			continue;
-		snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
-		json_object_set_new(all, e->d_name, json_load_file(file, 0, NULL));
-	}
-	closedir(dp);
+	snprintf(state, sizeof(state), "%s/state", dir);
+	cr_assert_eq(sr__kv_list(state, "provider.daytona", add_lease, all), SR_OK);
 	return all;
 }
 

@@ -11,6 +11,7 @@
 #include "core/cli/cli.h"
 #include "core/host/ctx.h"
 #include "core/host/log.h"
+#include "core/store/db.h"
 
 /* A fresh temporary directory (the caller frees the string). */
 static inline char *t_tmpdir(void)
@@ -34,6 +35,25 @@ static inline const char *t_write(const char *dir, const char *name,
 	fputs(text, f);
 	fclose(f);
 	return path;
+}
+
+/* SANDRUN_TEST_STORE_URL (tests/integration/store_pg_test.sh): the store
+ * is that PostgreSQL database, emptied here (with psql: sandrun refuses a
+ * database it cannot migrate). Returns the URL, or NULL for SQLite in each
+ * test's state directory. */
+static inline const char *t_store(void)
+{
+	const char *url = getenv("SANDRUN_TEST_STORE_URL");
+	char cmd[1024];
+
+	if (!url || !*url)
+		return NULL;
+	snprintf(cmd, sizeof(cmd), "psql -qX -v ON_ERROR_STOP=1 -d '%s' -c 'SET "
+		 "client_min_messages = warning' -c 'DROP TABLE IF EXISTS sessions, runs, "
+		 "run_events, leases, warm, kv, sandrun_schema' >/dev/null", url);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	sr__db_use(url);
+	return url;
 }
 
 /* Capture log lines into a memory stream; t_log_text() reads them. */

@@ -357,19 +357,23 @@ Test(service, a_run_another_running_service_owns_is_left_to_it)
 	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
 	snprintf(sql, sizeof(sql), "INSERT INTO runs (id, summary, owner) VALUES "
 		 "('run-theirs', '{\"state\":\"running\"}', '%s:%ld'), "
-		 "('run-gone', '{\"state\":\"running\"}', '%s:999999999')", host,
-		 (long)getppid(), host);
+		 "('run-gone', '{\"state\":\"running\"}', '%s:999999999'), "
+		 "('run-elsewhere', '{\"state\":\"running\"}', 'another-%s:1:1')", host,
+		 (long)getppid(), host, host);
 	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	l = db_log(8, 2);
 	cr_assert_null(summary_state(l, "run-theirs", "state"), "loaded as if its own");
 	cr_assert_str_eq(summary_state(l, "run-gone", "state"), "failed");
+	/* Another host's service cannot be asked: its run is left to it
+	 * (a store that replicas share). */
+	cr_assert_null(summary_state(l, "run-elsewhere", "state"), "loaded as if its own");
 	l->ops->free(l);
 
 	/* A state directory whose database is not one: refused, said why. */
 	t_write(dir, "sandrun.db", "not a database, but someone's file");
 	cr_assert_null(sr__runlog_db_new(dir, 8, 2, err, sizeof(err)));
-	cr_assert(strstr(err, "cannot use the database"), "%s", err);
+	cr_assert(strstr(err, "cannot use the runner's database"), "%s", err);
 	cr_assert(strstr(t_log_text(), "is not a SQLite database"), "%s", t_log_text());
 }
 

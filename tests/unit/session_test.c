@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <sqlite3.h>
 
 #include "harness.h"
 #include "core/run/session.h"
@@ -18,23 +17,24 @@
 static char *dir;
 static const char id[] = "ses-0123456789abcdef";
 
+/* The PostgreSQL store's URL (t_store), or NULL. */
+static const char *pg_url;
+
+/* Run sql on the store (the state directory's file, or the server). */
+static void sql(const char *text)
+{
+	sr__db *db = sr__db_open(dir);
+
+	cr_assert(db, "%s", t_log_text());
+	cr_assert_geq(sr__db_exec(db, NULL, text, ""), 0, "%s: %s", text, t_log_text());
+	sr__db_close(db);
+}
+
 static void setup(void)
 {
 	dir = t_tmpdir();
 	t_log_capture();
-}
-
-/* Run sql on the state directory's database. */
-static void sql(const char *text)
-{
-	char path[4200];
-	sqlite3 *db;
-
-	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
-	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-	cr_assert_eq(sqlite3_exec(db, text, NULL, NULL, NULL), SQLITE_OK, "%s: %s", text,
-		     sqlite3_errmsg(db));
-	sqlite3_close(db);
+	pg_url = t_store();
 }
 
 TestSuite(session, .init = setup);
@@ -142,9 +142,8 @@ Test(session, a_gone_sandbox_is_forgotten_only_while_the_session_names_it)
 Test(session, an_unreadable_record_is_an_error_and_is_left_alone)
 {
 	json_t *out;
-	char path[4200];
-	sqlite3 *db;
-	sqlite3_stmt *st;
+	sr__db *db;
+	sr__db_rows *r;
 
 	cr_assert_eq(store(0, 1), SR_OK);
 	sql("UPDATE sessions SET record = '{\"turn\": 1, trunc'");
@@ -153,14 +152,12 @@ Test(session, an_unreadable_record_is_an_error_and_is_left_alone)
 	cr_assert(strstr(t_log_text(), "its record does not read as JSON"), "%s", t_log_text());
 	cr_assert_eq(store(0, 1), SR_EIO, "a broken record was overwritten as if absent");
 	cr_assert_eq(store(1, 2), SR_EIO, "a broken record was overwritten");
-	snprintf(path, sizeof(path), "%s/sandrun.db", dir);
-	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT record FROM sessions", -1, &st, NULL),
-		     SQLITE_OK);
-	cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-	cr_assert_str_eq((const char *)sqlite3_column_text(st, 0), "{\"turn\": 1, trunc");
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	cr_assert((db = sr__db_open(dir)));
+	cr_assert_geq(sr__db_exec(db, &r, "SELECT record FROM sessions", ""), 0);
+	cr_assert_eq(sr__db_nrows(r), 1);
+	cr_assert_str_eq(sr__db_text(r, 0, 0), "{\"turn\": 1, trunc");
+	sr__db_rows_free(r);
+	sr__db_close(db);
 }
 
 Test(session, a_file_that_is_not_a_database_is_an_error_and_is_left_alone)
@@ -186,10 +183,10 @@ Test(session, a_newer_schema_is_refused)
 {
 	json_t *out;
 
-	cr_assert_eq(store(0, 1), SR_OK);
-	sql("PRAGMA user_version = 99");
+	/* (By another connection, before this process keeps its own.) */
+	sql(pg_url ? "UPDATE sandrun_schema SET version = 99" : "PRAGMA user_version = 99");
 	cr_assert_eq(sr__session_load(dir, id, &out), SR_EIO);
-	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (4)"), "%s",
+	cr_assert(strstr(t_log_text(), "schema version 99 is newer than this sandrun's (5)"), "%s",
 		  t_log_text());
 }
 
@@ -223,7 +220,7 @@ Test(session, the_earlier_stores_files_are_imported_once)
 
 Test(session, a_lease_is_one_services_until_it_expires)
 {
-	sqlite3 *db = sr__db_open(dir);
+	sr__db *db = sr__db_open(dir);
 	char holder[400] = "";
 
 	cr_assert(db, "%s", t_log_text());
@@ -239,28 +236,33 @@ Test(session, a_lease_is_one_services_until_it_expires)
 		     SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, id, "h:1", 1, 3600, 2000, holder, sizeof(holder)),
 		     SR_ESTATE);
-	sqlite3_close(db);
+	sr__db_close(db);
 }
 
-/* The owner of session's lease, or "" (a static buffer). */
-static const char *lease_owner(sqlite3 *db, const char *session)
+/* The first column of the first row sql (with $1 = arg) answers, or ""
+ * (a static buffer). */
+static const char *one(sr__db *db, const char *sql, const char *arg)
 {
-	static char owner[200];
-	sqlite3_stmt *st;
+	static char out[200];
+	sr__db_rows *r;
 
-	owner[0] = 0;
-	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT owner FROM leases WHERE session = ?1", -1,
-					&st, NULL), SQLITE_OK);
-	sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		snprintf(owner, sizeof(owner), "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	return owner;
+	out[0] = 0;
+	cr_assert_geq(sr__db_exec(db, &r, sql, arg ? "t" : "", arg), 0, "%s", t_log_text());
+	if (sr__db_nrows(r) && sr__db_text(r, 0, 0))
+		snprintf(out, sizeof(out), "%s", sr__db_text(r, 0, 0));
+	sr__db_rows_free(r);
+	return out;
+}
+
+/* The owner of session's lease, or "". */
+static const char *lease_owner(sr__db *db, const char *session)
+{
+	return one(db, "SELECT owner FROM leases WHERE session = $1", session);
 }
 
 Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
 {
-	sqlite3 *db = sr__db_open(dir);
+	sr__db *db = sr__db_open(dir);
 	char holder[400];
 	const char *b = "ses-000000000000000b", *c = "ses-000000000000000c";
 	const char *d = "ses-000000000000000d";
@@ -291,33 +293,26 @@ Test(session, a_heartbeat_renews_what_is_held_and_releases_the_rest)
 		  t_log_text());
 	cr_assert_eq(sr__lease_release_all(db, "h:3"), SR_OK);
 	cr_assert_str_eq(lease_owner(db, id), "");
-	sqlite3_close(db);
+	sr__db_close(db);
 }
 
 Test(session, taking_a_lease_makes_another_services_warm_record_stale)
 {
-	sqlite3 *db = sr__db_open(dir);
+	sr__db *db = sr__db_open(dir);
 	char holder[400];
 
 	cr_assert(db);
 	cr_assert_eq(sr__warm_record(db, id, "sb-a", "local", 1, 0, "h:1"), SR_OK);
 	cr_assert_eq(sr__lease_acquire(db, id, "h:2", 1, 1000, 2000, holder, sizeof(holder)), SR_OK);
-	{
-		sqlite3_stmt *st;
-		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM warm", -1, &st, NULL),
-			     SQLITE_OK);
-		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-		cr_assert_eq(sqlite3_column_int(st, 0), 0);
-		sqlite3_finalize(st);
-	}
-	sqlite3_close(db);
+	cr_assert_str_eq(one(db, "SELECT count(*) FROM warm", NULL), "0");
+	sr__db_close(db);
 }
 
 /* ------------------------------------------------------- warm record */
 
 Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 {
-	sqlite3 *db = sr__db_open(dir);
+	sr__db *db = sr__db_open(dir);
 	char me[320], alive[400], dead[400], dead2[400];
 	json_t *rows;
 
@@ -337,15 +332,9 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	 * by one that is gone too: still adopted. */
 	cr_assert_eq(sr__warm_record(db, "ses-e", "sb-e", "local", 1, 0, dead), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-f", "sb-f", "local", 1, 0, dead), SR_OK);
-	cr_assert_eq(sqlite3_exec(db, "INSERT INTO leases VALUES ('ses-e', 'x', 1, 0, 0)", NULL,
-				  NULL, NULL), SQLITE_OK);
-	{
-		char sql[600];
-		snprintf(sql, sizeof(sql), "UPDATE leases SET owner = '%s' WHERE session = 'ses-e';"
-			 "INSERT INTO leases VALUES ('ses-f', '%s', 1, 0, 0)", alive, dead2);
-		cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
-			     sqlite3_errmsg(db));
-	}
+	cr_assert_geq(sr__db_exec(db, NULL, "INSERT INTO leases VALUES ('ses-e', $1, 1, 0, 0), "
+				  "('ses-f', $2, 1, 0, 0)", "tt", alive, dead2), 0, "%s",
+		      t_log_text());
 	/* A record that names another sandbox now is not forgotten. */
 	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
 	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
@@ -364,17 +353,11 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 		}
 	}
 	json_decref(rows);
-	{
-		sqlite3_stmt *st;
-		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM warm WHERE session = "
-						"'ses-e'", -1, &st, NULL), SQLITE_OK);
-		cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-		cr_assert_eq(sqlite3_column_int(st, 0), 0, "the stale record is gone");
-		sqlite3_finalize(st);
-	}
+	cr_assert_str_eq(one(db, "SELECT count(*) FROM warm WHERE session = 'ses-e'", NULL), "0",
+			 "the stale record is gone");
 	/* Adopted: this process's now, not adopted twice. */
 	rows = sr__warm_adopt(db, me);
 	cr_assert_eq(json_array_size(rows), 0);
 	json_decref(rows);
-	sqlite3_close(db);
+	sr__db_close(db);
 }
