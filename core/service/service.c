@@ -89,10 +89,12 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	/* Once nothing else can fail: it takes over other services' records
 	 * and starts timers. */
 	if (sr__pool_record(s->pool, state) != SR_OK)
-		sr__log(SR_LOG_ERROR, "service", "the warm pool is not recorded in %s/sandrun.db "
-			"(see above): a service killed with sandboxes warm leaves them to the "
-			"janitor", state);
+		sr__log(SR_LOG_ERROR, "service", "the warm pool is not recorded in the store (see "
+			"above): a service killed with sandboxes warm leaves them to the janitor");
 	sr__svc_leases_init(s);
+	/* At once: the sessions of the sandboxes just adopted are this
+	 * service's before another one starting looks. */
+	sr__svc_leases_kick(s);
 	*out = s;
 	return SR_OK;
 fail:

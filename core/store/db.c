@@ -53,10 +53,11 @@ int sr__db_url_valid(const char *url)
 {
 	if (!url || !*url)
 		return 1;
-	if (strncmp(url, "postgresql://", 13) == 0 || strncmp(url, "postgres://", 11) == 0)
-		return 1;
-	/* libpq's "key=value ..." form. */
-	return strchr(url, '=') && !strstr(url, "://");
+	if (strncmp(url, "postgresql://", 13) != 0 && strncmp(url, "postgres://", 11) != 0 &&
+	    (!strchr(url, '=') || strstr(url, "://")))
+		return 0;
+	/* A URI or libpq's "key=value ..." form, as libpq parses it. */
+	return sr__db_pg_url_valid(url);
 }
 
 /* When process pid started (clock ticks after boot, /proc/PID/stat's
@@ -417,7 +418,7 @@ static int import_kv_file(sr__db *db, const char *ns, const char *dir, const cha
 	int fd, hex = 0, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, key);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
 		if (fd >= 0)
 			close(fd);
@@ -444,9 +445,14 @@ static int import_kv_file(sr__db *db, const char *ns, const char *dir, const cha
 		text = hex ? NULL : buf;
 		buf = hex ? buf : NULL;
 	}
-	rc = text ? sr__db_exec(db, NULL, "INSERT INTO kv (ns, key, value, hex) VALUES ($1, $2, "
-				"$3, $4) ON CONFLICT (ns, key) DO NOTHING", "ttti", ns, key, text,
-				(int64_t)hex) : SR_ENOMEM;
+	if (text)
+		rc = sr__db_exec(db, NULL, "INSERT INTO kv (ns, key, value, hex) VALUES ($1, $2, "
+				 "$3, $4) ON CONFLICT (ns, key) DO NOTHING", "ttti", ns, key, text,
+				 (int64_t)hex);
+	else {
+		snprintf(db->err, sizeof(db->err), "out of memory");
+		rc = SR_ENOMEM;
+	}
 	free(buf);
 	free(text);
 	return rc;

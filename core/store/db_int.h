@@ -27,6 +27,7 @@ struct sr__db {
 	void *h;         /* sqlite3 *, PGconn * */
 	int pg;
 	int busy;        /* the last failure: another writer */
+	int tx;          /* a transaction is open (PostgreSQL) */
 	char name[512];
 	char err[512];   /* the last failure's reason */
 };
@@ -37,6 +38,8 @@ int sr__db_rows_add(sr__db_rows **r, int cols, const char *const *cell);
 /* A connection to the PostgreSQL server of url, migrated (pg.c); NULL
  * logged. */
 sr__db *sr__db_pg_open(const char *url, const char *state);
+/* Whether libpq parses url (nothing said: its message may quote it). */
+int sr__db_pg_url_valid(const char *url);
 
 /* Import the session files of the store before the database (db.c), in
  * db's open transaction. */

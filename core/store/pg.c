@@ -25,11 +25,15 @@
 /* pg_advisory_xact_lock's key for the migration ("sandrun" in ASCII). */
 #define MIGRATION_LOCK "32476749081245038"
 
-/* Keep the reason of a failure (the server's message, one line). */
+/* Whether a transaction is open on db (no reconnecting then: it is lost). */
+#define IN_TX(db) ((db)->tx)
+
+/* Keep the reason of a failure: the server's primary message only (its
+ * DETAIL may quote a row: a record, a key-value). */
 static void failed(sr__db *db, PGresult *res)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *msg = res ? PQresultErrorMessage(res) : NULL;
+	const char *msg = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
 	size_t n;
 
 	if (!msg || !*msg)
@@ -63,14 +67,21 @@ static int pg_exec(sr__db *db, sr__db_rows **rows, const char *sql, const char *
 			values[n] = va_arg(ap, const char *);
 		}
 	}
-	/* The server restarted, or the network failed: connect again. */
-	if (PQstatus(db->h) == CONNECTION_BAD)
-		PQreset(db->h);
-	if (n == 0 && !rows)
-		res = PQexec(db->h, sql);
-	else
-		res = PQexecParams(db->h, sql, n, oids, values, NULL, NULL, 0);
-	status = PQresultStatus(res);
+	for (int tries = 0;; tries++) {
+		/* The server restarted, or the network failed: connect again,
+		 * and try once more (never inside a transaction: it is lost). */
+		if (PQstatus(db->h) == CONNECTION_BAD && !IN_TX(db))
+			PQreset(db->h);
+		if (n == 0 && !rows)
+			res = PQexec(db->h, sql);
+		else
+			res = PQexecParams(db->h, sql, n, oids, values, NULL, NULL, 0);
+		status = PQresultStatus(res);
+		if (tries || PQstatus(db->h) != CONNECTION_BAD || IN_TX(db) ||
+		    status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK)
+			break;
+		PQclear(res);
+	}
 	if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
 		failed(db, res);
 		PQclear(res);
@@ -98,8 +109,20 @@ static int pg_exec(sr__db *db, sr__db_rows **rows, const char *sql, const char *
 
 static int simple(sr__db *db, const char *sql)
 {
-	PGresult *res = PQexec(db->h, sql);
-	int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	PGresult *res;
+	int ok;
+
+	/* BEGIN on a connection that broke: connect again, and try once
+	 * more when it is found broken only now. */
+	for (int tries = 0;; tries++) {
+		if (PQstatus(db->h) == CONNECTION_BAD && strcmp(sql, "BEGIN") == 0)
+			PQreset(db->h);
+		res = PQexec(db->h, sql);
+		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+		if (ok || tries || strcmp(sql, "BEGIN") != 0 || PQstatus(db->h) != CONNECTION_BAD)
+			break;
+		PQclear(res);
+	}
 
 	/* COMMIT of a transaction that failed answers ROLLBACK. */
 	if (ok && strcmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
@@ -114,11 +137,15 @@ static int simple(sr__db *db, const char *sql)
 
 static int pg_begin(sr__db *db)
 {
-	return simple(db, "BEGIN");
+	int rc = simple(db, "BEGIN");
+
+	db->tx = rc == SR_OK;
+	return rc;
 }
 
 static int pg_end(sr__db *db, int commit)
 {
+	db->tx = 0;
 	return simple(db, commit ? "COMMIT" : "ROLLBACK");
 }
 
@@ -137,11 +164,35 @@ static void quiet(void *arg, const char *message)
 	(void)message;
 }
 
+/* The schema's version without a lock or a CREATE (a role that may only
+ * read and write the tables can connect): 0 when there is none. */
+static int version_of(sr__db *db, int *version)
+{
+	sr__db_rows *r = NULL;
+
+	*version = 0;
+	if (sr__db_exec(db, &r, "SELECT to_regclass('sandrun_schema') IS NOT NULL", "") < 0)
+		return SR_EIO;
+	if (strcmp(sr__db_text(r, 0, 0) ? sr__db_text(r, 0, 0) : "", "t") == 0) {
+		sr__db_rows_free(r);
+		r = NULL;
+		if (sr__db_exec(db, &r, "SELECT max(version) FROM sandrun_schema", "") < 0)
+			return SR_EIO;
+		*version = (int)sr__db_int(r, 0, 0);
+	}
+	sr__db_rows_free(r);
+	return SR_OK;
+}
+
 static int migrate(sr__db *db, const char *state)
 {
 	sr__db_rows *r = NULL;
 	int version, rc = SR_OK;
 
+	if (version_of(db, &version) != SR_OK)
+		return sr__db_error(db, "store", "cannot read the schema version");
+	if (version == SCHEMA_VERSION)
+		return SR_OK;
 	if (sr__db_begin(db) != SR_OK)
 		return sr__db_error(db, "store", "cannot begin the migration");
 	if (sr__db_exec(db, NULL, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", "") < 0 ||
@@ -202,6 +253,16 @@ out:
 	return rc;
 }
 
+int sr__db_pg_url_valid(const char *url)
+{
+	char *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(url, &err);
+
+	PQfreemem(err); /* it may quote the password */
+	PQconninfoFree(opts);
+	return opts != NULL;
+}
+
 sr__db *sr__db_pg_open(const char *url, const char *state)
 {
 	sr__db *db = calloc(1, sizeof(*db));
@@ -213,7 +274,19 @@ sr__db *sr__db_pg_open(const char *url, const char *state)
 	}
 	db->be = &pg;
 	db->pg = 1;
-	h = PQconnectdb(url);
+	if (!sr__db_pg_url_valid(url)) {
+		/* libpq's message may quote the URL, password and all. */
+		sr__log(SR_LOG_ERROR, "store", "[store] url does not parse as a PostgreSQL "
+			"connection URI or key=value string");
+		free(db);
+		return NULL;
+	}
+	{
+		/* A server that does not answer: 10 s, unless the URL says. */
+		static const char *const keys[] = { "connect_timeout", "dbname", NULL };
+		const char *values[] = { "10", url, NULL };
+		h = PQconnectdbParams(keys, values, 1);
+	}
 	if (!h || PQstatus(h) != CONNECTION_OK) {
 		/* libpq's message names the host, never the password. */
 		sr__log(SR_LOG_ERROR, "store", "cannot connect to the PostgreSQL server of "

@@ -57,7 +57,7 @@ json_t *sr__warm_adopt(sr__db *db, const char *owner)
 	 * lease (how a service of another host is known to run). */
 	if (sr__db_exec(db, &r, "SELECT session, sandbox, provider, running, COALESCE(ttl_at, "
 			"0), owner, (SELECT l.owner FROM leases l WHERE l.session = warm.session "
-			"AND l.owner != warm.owner), (SELECT COUNT(*) FROM leases l WHERE "
+			"AND l.owner != warm.owner AND l.expires >= $2), (SELECT COUNT(*) FROM leases l WHERE "
 			"l.session = warm.session AND l.owner = warm.owner AND l.expires >= $2) "
 			"FROM warm WHERE owner != $1", "ti", owner, now_ms()) < 0)
 		rc = SR_EIO;

@@ -41,6 +41,12 @@ start_pg() {
 	PG_URL="postgresql:///postgres?host=$PG_DIR&user=sandrun"
 	ok "a PostgreSQL server ($("$bin/postgres" --version)) on $PG_DIR"
 }
+# pg_restart_cmd: a command (one string) that restarts the server.
+pg_restart_cmd() {
+	cmd="$(pg_bin)/pg_ctl -D $PG_DIR/data -m fast -w -t 60 restart"
+	[ "$(id -u)" -eq 0 ] && cmd="setpriv --reuid=nobody --regid=nogroup --clear-groups $cmd"
+	echo "$cmd"
+}
 stop_pg() {
 	[ -n "$PG_DIR" ] || return 0
 	as_pg "$(pg_bin)/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1

@@ -170,13 +170,43 @@ replicas() {
 			fail "replicas: with [store] url, no SQLite file in the state directory"
 	fi
 }
-# SERVICE_TEST_PART=replicas: only those (tests/integration/store_pg_test.sh,
-# on PostgreSQL).
-if [ "${SERVICE_TEST_PART:-}" = replicas ]; then
-	replicas
+# The store's server restarts between two turns (STORE_RESTART: the
+# command that restarts it; tests/integration/store_pg_test.sh): the next
+# turn on the session runs, and its run is recorded (read back by the next
+# start).
+store_restart() {
+	start_svc rs SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+	start_run '{"prompt":"ok"}'
+	wait_state "$RUN" finished || fail "store restart: the first turn"
+	SES=$(get "$T/body" session)
+	if sh -c "$STORE_RESTART" >"$T/restart.log" 2>&1; then ok "the store's server restarted"; else
+		fail "the store's server restarted"
+		cat "$T/restart.log"
+	fi
+	start_run "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+	wait_state "$RUN" finished && ok "after it restarted, a turn on the session runs" ||
+		fail "after it restarted, a turn on the session runs ($(cat "$T/body"))"
+	api GET "/v1/sessions/$SES"
+	[ "$(get "$T/body" turn)" = 2 ] && ok "... and is recorded as turn 2" ||
+		fail "... and is recorded as turn 2 ($(cat "$T/body"))"
+	kill -TERM "$SVC_PID"
+	wait "$SVC_PID"
+	start_svc rs2 SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
+	api GET "/v1/runs/$RUN"
+	[ "$(get "$T/body" state)" = finished ] && ok "... its run was written to the store" ||
+		fail "... its run was written to the store ($(cat "$T/body"))"
+	kill -TERM "$SVC_PID"
+	wait "$SVC_PID"
+}
+# SERVICE_TEST_PART=replicas or store_restart: only that part
+# (tests/integration/store_pg_test.sh, on PostgreSQL).
+case "${SERVICE_TEST_PART:-}" in
+replicas | store_restart)
+	$SERVICE_TEST_PART
 	finish
 	exit
-fi
+	;;
+esac
 
 # ---------------------------------------------------------------- start
 expect "no token on TCP: refused (exit 3)" 3 env SANDRUN_SERVICE_LISTEN=127.0.0.1:0 "$D"

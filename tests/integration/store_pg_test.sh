@@ -40,6 +40,14 @@ read -r n_sessions n_runs n_events <"$T/count"
 	ok "... their sessions, runs and events are in the server's tables" ||
 	fail "... their sessions, runs and events are in the server's tables ($(cat "$T/count"))"
 
+# The server restarts between two turns of one sandrund.
+SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=store_restart STORE_RESTART="$(pg_restart_cmd)" \
+	sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" >"$T/restart" 2>&1
+rc=$?
+sed 's/^/  | /' "$T/restart"
+[ $rc -eq 0 ] && ok "sandrund goes on when the PostgreSQL server restarts" ||
+	fail "sandrund goes on when the PostgreSQL server restarts (exit $rc)"
+
 SANDRUN_STORE_URL=$PG_URL "$SANDRUN_BIN" doctor >"$T/out" 2>"$T/err"
 grep_in "sandrun doctor names the store" "$T/out" "ok.*store.*PostgreSQL database postgres on $PG_DIR"
 
@@ -59,6 +67,17 @@ SANDRUN_STORE_URL="postgresql://sandrun:hunter2secret@127.0.0.1:1/nope?connect_t
 	"$SANDRUN_BIN" doctor >"$T/out" 2>"$T/err"
 grep_in "... and doctor fails its store check" "$T/out" "FAIL.*store.*cannot be used"
 grep -q hunter2secret "$T/out" "$T/err" && fail "... showing no password" || ok "... showing no password"
+# URLs libpq cannot parse (its message would quote them): refused at
+# the configuration, the password not shown.
+for bad in "postgresql://sandrun:hunter2%zz@127.0.0.1/x" "password=hunter2 secret host=x"; do
+	SANDRUN_STORE_URL=$bad SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" \
+		>"$T/out" 2>"$T/err"
+	rc=$?
+	[ $rc -ne 0 ] && grep -q "\[store\] key 'url': invalid value" "$T/err" &&
+		! grep -q hunter2 "$T/out" "$T/err" &&
+		ok "a URL that does not parse: refused (exit $rc), the password not shown" ||
+		{ fail "a URL that does not parse: refused, the password not shown (exit $rc)"; cat "$T/err"; }
+done
 SANDRUN_STORE_URL="mysql://x" "$SANDRUN_BIN" doctor >"$T/out" 2>"$T/err"
 grep_in "a URL that is not PostgreSQL's: refused, saying what is wanted" "$T/err" \
 	"\[store\] key 'url': invalid value: a PostgreSQL URI"

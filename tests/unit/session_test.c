@@ -329,23 +329,32 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	cr_assert_eq(sr__warm_record(db, "ses-c", "sb-c", "local", 1, 0, alive), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-d", "sb-d", "local", 1, 0, dead), SR_OK);
 	/* Taken over since by a service that runs (its lease): stale, gone;
-	 * by one that is gone too: still adopted. */
+	 * by one that is gone too, or whose lease expired: still adopted. */
 	cr_assert_eq(sr__warm_record(db, "ses-e", "sb-e", "local", 1, 0, dead), SR_OK);
 	cr_assert_eq(sr__warm_record(db, "ses-f", "sb-f", "local", 1, 0, dead), SR_OK);
-	cr_assert_geq(sr__db_exec(db, NULL, "INSERT INTO leases VALUES ('ses-e', $1, 1, 0, 0), "
-				  "('ses-f', $2, 1, 0, 0)", "tt", alive, dead2), 0, "%s",
-		      t_log_text());
+	/* A service of another host (a shared store) runs while it holds the
+	 * session's lease: ses-g's is left to it, ses-h's (no lease) adopted;
+	 * ses-i was taken over by a service of another host, whose lease
+	 * expired: adopted. */
+	cr_assert_eq(sr__warm_record(db, "ses-g", "sb-g", "daytona", 1, 0, "elsewhere:1:1"), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-h", "sb-h", "daytona", 1, 0, "elsewhere:2:1"), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-i", "sb-i", "daytona", 1, 0, dead), SR_OK);
+	cr_assert_geq(sr__db_exec(db, NULL, "INSERT INTO leases VALUES ('ses-e', $1, 1, $3, 0), "
+				  "('ses-f', $2, 1, $3, 0), ('ses-g', 'elsewhere:1:1', 0, $3, 0), "
+				  "('ses-i', 'elsewhere:3:1', 0, 1, 0)", "tti", alive, dead2,
+				  (int64_t)4102444800000), 0, "%s", t_log_text());
 	/* A record that names another sandbox now is not forgotten. */
 	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
 	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
 	rows = sr__warm_adopt(db, me);
 	cr_assert(json_is_array(rows));
-	cr_assert_eq(json_array_size(rows), 3, "ses-b, ses-d and ses-f: %s", json_dumps(rows, 0));
-	for (size_t i = 0; i < 3; i++) {
+	cr_assert_eq(json_array_size(rows), 5, "ses-b, d, f, h and i: %s", json_dumps(rows, 0));
+	for (size_t i = 0; i < 5; i++) {
 		json_t *r = json_array_get(rows, i);
 		const char *s = json_string_value(json_object_get(r, "session"));
 		cr_assert(strcmp(s, "ses-b") == 0 || strcmp(s, "ses-d") == 0 ||
-			  strcmp(s, "ses-f") == 0, "%s", s);
+			  strcmp(s, "ses-f") == 0 || strcmp(s, "ses-h") == 0 ||
+			  strcmp(s, "ses-i") == 0, "%s", s);
 		if (strcmp(s, "ses-b") == 0) {
 			cr_assert_str_eq(json_string_value(json_object_get(r, "provider")), "daytona");
 			cr_assert(json_is_false(json_object_get(r, "running")));
@@ -355,6 +364,8 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	json_decref(rows);
 	cr_assert_str_eq(one(db, "SELECT count(*) FROM warm WHERE session = 'ses-e'", NULL), "0",
 			 "the stale record is gone");
+	cr_assert_str_eq(one(db, "SELECT owner FROM warm WHERE session = 'ses-g'", NULL),
+			 "elsewhere:1:1", "another host's running service's record was taken");
 	/* Adopted: this process's now, not adopted twice. */
 	rows = sr__warm_adopt(db, me);
 	cr_assert_eq(json_array_size(rows), 0);
