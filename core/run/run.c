@@ -147,6 +147,17 @@ void sr__run_refuse_late(sr__run *r, const char *code, const char *msg)
 
 /* ----------------------------------------------------------- release */
 
+/* A session pointer written or removed off the loop (session.c). */
+static void on_written(void *ud, int rc)
+{
+	sr__run *r = ud;
+
+	if (rc != SR_OK && rc != SR_ENOTFOUND)
+		sr__log(SR_LOG_WARN, "run", "session %s: its pointer could not be updated: %s",
+			r->session, sr__strerror(rc));
+	sr__run_landed(r);
+}
+
 static void on_released(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
@@ -158,13 +169,40 @@ static void on_released(void *ud, const sr_result *res)
 	/* A park that answers SR_ENOTFOUND says the sandbox no longer
 	 * exists (a provider deletes what it could not park): the session
 	 * must not point at it. */
-	if (res->status == SR_ENOTFOUND && state)
-		sr__session_forget_sandbox(state, r->session, r->sandbox_id);
+	if (res->status == SR_ENOTFOUND && state &&
+	    sr__session_remove_async(r->ctx->loop, state, r->session, r->sandbox_id, on_written,
+				     r) == SR_OK)
+		r->inflight++;
 	sr__run_landed(r);
 }
 
-/* The turn's pointer, with a compare-and-set on the turn index. */
-static void store_pointer(sr__run *r, const char *state)
+static void dispose(sr__run *r);
+
+/* The turn's pointer written (or not): then the sandbox is disposed of. */
+static void on_stored(void *ud, int rc)
+{
+	sr__run *r = ud;
+
+	if (rc == SR_ESTATE) {
+		/* Another runner wrote a turn meanwhile: ours loses. */
+		sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code",
+					  "session_conflict", "message",
+					  "another run recorded a turn of this session first; "
+					  "this turn's pointer was not written",
+					  "session", r->session));
+		r->exit_code = SR_RUN_EXIT_FAILED;
+	} else if (rc != SR_OK) {
+		sr__log(SR_LOG_WARN, "run", "session %s: this turn's pointer was not written: %s",
+			r->session, sr__strerror(rc));
+	}
+	dispose(r);
+	sr__run_landed(r);
+}
+
+/* The turn's pointer, with a compare-and-set on the turn index, written
+ * off the loop; the sandbox is disposed of once it is (on_stored). SR_OK,
+ * or not queued (the sandbox is for the caller to dispose of). */
+static int store_pointer(sr__run *r, const char *state)
 {
 	json_t *rec = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "session", r->session,
 				"sandbox", r->sandbox_id, "provider", r->provider->desc->name,
@@ -180,16 +218,14 @@ static void store_pointer(sr__run *r, const char *state)
 		json_object_set_new(rec, "shim", json_pack("{s:s, s:s, s:s}", "sandbox",
 							   r->sandbox_id, "sha256", r->shim_sha,
 							   "path", r->shim_in_box));
-	if (sr__session_store(state, r->session, rec, r->turn) == SR_ESTATE) {
-		/* Another runner wrote a turn meanwhile: ours loses. */
-		sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code",
-					  "session_conflict", "message",
-					  "another run recorded a turn of this session first; "
-					  "this turn's pointer was not written",
-					  "session", r->session));
-		r->exit_code = SR_RUN_EXIT_FAILED;
+	if (!rec || sr__session_store_async(r->ctx->loop, state, r->session, rec, r->turn,
+					    on_stored, r) != SR_OK) {
+		sr__log(SR_LOG_ERROR, "run", "session %s: out of memory; this turn's pointer is "
+			"not written", r->session);
+		return SR_ENOMEM;
 	}
-	json_decref(rec);
+	r->inflight++;
+	return SR_OK;
 }
 
 static void on_bridge_closed(void *ud)
@@ -217,7 +253,6 @@ static void release_sandbox(sr__run *r)
 	const char *state = sr__ctx_state_dir(r->ctx);
 	enum sr__teardown why = teardown_reason(r);
 	enum sr__disposition d = sr__teardown_disposition(why, r->created);
-	int rc;
 
 	if (r->bridge) {
 		/* Its provider operations answer before the run may end. */
@@ -235,9 +270,25 @@ static void release_sandbox(sr__run *r)
 	}
 	if (!r->sandbox_id)
 		return;
+	r->teardown = why;
+	/* The pointer first, then the sandbox: the pool never holds a
+	 * sandbox whose session's pointer is a turn behind. */
 	if (d != SR__DESTROY && state && r->acp_session &&
-	    (why == SR__TD_COMPLETED || why == SR__TD_CANCELLED || why == SR__TD_SHUTDOWN))
-		store_pointer(r, state);
+	    (why == SR__TD_COMPLETED || why == SR__TD_CANCELLED || why == SR__TD_SHUTDOWN) &&
+	    store_pointer(r, state) == SR_OK)
+		return;
+	dispose(r);
+}
+
+/* The sandbox kept running in the warm pool, parked stopped or destroyed,
+ * as the teardown table says for r->teardown. */
+static void dispose(sr__run *r)
+{
+	const char *state = sr__ctx_state_dir(r->ctx);
+	enum sr__teardown why = r->teardown;
+	enum sr__disposition d = sr__teardown_disposition(why, r->created);
+	int rc;
+
 	if (d == SR__KEEP_RUNNING) {
 		/* A place reserved when the agent was kept, or taken now. */
 		if (r->o.pool && (r->reserved || sr__pool_reserve(r->o.pool, r->provider))) {
@@ -259,8 +310,9 @@ static void release_sandbox(sr__run *r)
 	if (d == SR__DESTROY) {
 		rc = sr__provider_destroy(r->provider, sr__next_req(), r->sandbox_id,
 					  on_released, r);
-		if (state)
-			sr__session_remove(state, r->session);
+		if (state && sr__session_remove_async(r->ctx->loop, state, r->session, NULL,
+						      on_written, r) == SR_OK)
+			r->inflight++;
 	} else {
 		/* Parked stopped: the agent process ends with this runner. */
 		rc = sr__provider_park(r->provider, sr__next_req(), r->sandbox_id,

@@ -93,6 +93,7 @@ struct sr__run {
 	struct sr__agent *warm_agent; /* from the pool, not yet adopted */
 	struct sr__agent *kept;  /* left alive at the end, for the pool */
 	int reserved;            /* a place in the pool is held for it */
+	int teardown;            /* enum sr__teardown: why it is let go */
 	json_t *mcp_servers;     /* the ACP session's mcpServers */
 	char *acp_session;
 	int load_session;        /* the agent can session/load */

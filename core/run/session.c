@@ -194,3 +194,84 @@ int sr__session_forget_sandbox(const char *state_dir, const char *id, const char
 	sr__db_release(db);
 	return rc;
 }
+
+/* ------------------------------------------------------ off the loop */
+
+typedef struct job {
+	uv_work_t work;
+	char *state, *id, *sandbox;
+	json_t *rec;       /* a store's (NULL: a removal) */
+	int expected_turn;
+	int rc;
+	void (*done)(void *ud, int rc);
+	void *ud;
+} job;
+
+static void job_work(uv_work_t *w)
+{
+	job *j = w->data;
+
+	if (j->rec)
+		j->rc = sr__session_store(j->state, j->id, j->rec, j->expected_turn);
+	else if (j->sandbox)
+		j->rc = sr__session_forget_sandbox(j->state, j->id, j->sandbox);
+	else
+		j->rc = sr__session_remove(j->state, j->id);
+}
+
+static void job_free(job *j)
+{
+	json_decref(j->rec);
+	free(j->state);
+	free(j->id);
+	free(j->sandbox);
+	free(j);
+}
+
+static void job_done(uv_work_t *w, int status)
+{
+	job *j = w->data;
+
+	if (status == UV_ECANCELED)
+		j->rc = SR_ECANCELED;
+	if (j->done)
+		j->done(j->ud, j->rc);
+	job_free(j);
+}
+
+static int job_queue(uv_loop_t *loop, const char *state_dir, const char *id,
+		     const char *sandbox, json_t *rec, int expected_turn,
+		     void (*done)(void *ud, int rc), void *ud)
+{
+	job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		json_decref(rec);
+		return SR_ENOMEM;
+	}
+	j->rec = rec;
+	j->expected_turn = expected_turn;
+	j->done = done;
+	j->ud = ud;
+	j->work.data = j;
+	if (!(j->state = strdup(state_dir)) || !(j->id = strdup(id)) ||
+	    (sandbox && !(j->sandbox = strdup(sandbox))) ||
+	    uv_queue_work(loop, &j->work, job_work, job_done) != 0) {
+		job_free(j);
+		return SR_ENOMEM;
+	}
+	return SR_OK;
+}
+
+int sr__session_store_async(uv_loop_t *loop, const char *state_dir, const char *id,
+			    json_t *rec, int expected_turn, void (*done)(void *ud, int rc),
+			    void *ud)
+{
+	return job_queue(loop, state_dir, id, NULL, rec, expected_turn, done, ud);
+}
+
+int sr__session_remove_async(uv_loop_t *loop, const char *state_dir, const char *id,
+			     const char *sandbox, void (*done)(void *ud, int rc), void *ud)
+{
+	return job_queue(loop, state_dir, id, sandbox, NULL, 0, done, ud);
+}

@@ -1,13 +1,15 @@
 /* Session pointers: which sandbox and ACP session a sandrun session is
- * on, and how many turns it has had. Durable, in the SQLite database
- * <state>/sandrun.db (the files of the earlier store, <state>/sessions,
- * are imported once), written with a compare-and-set on the turn index
- * that the database does. Each call opens its own connection: several
- * processes may share a state directory. */
+ * on, and how many turns it has had. Durable, in the store (core/store:
+ * <state>/sandrun.db, or the PostgreSQL server of [store] url; the files
+ * of the earlier store, <state>/sessions, are imported once), written with
+ * a compare-and-set on the turn index that the database does. The calls
+ * wait for the database, on the process's kept connection; the _async
+ * ones do it on libuv's thread pool. */
 #ifndef SR_CORE_SESSION_H
 #define SR_CORE_SESSION_H
 
 #include <jansson.h>
+#include <uv.h>
 
 /* A new id, "ses-" and 16 hex digits. */
 void sr__session_new_id(char *buf, size_t n);
@@ -26,5 +28,15 @@ int sr__session_remove(const char *state_dir, const char *id);
  * SR_OK, or SR_ENOTFOUND when it names another or there is none. */
 int sr__session_forget_sandbox(const char *state_dir, const char *id,
 			       const char *sandbox);
+
+/* sr__session_store off the loop: rec is taken over; done(ud, rc) on the
+ * loop afterwards. SR_OK, or SR_ENOMEM (rec released, done not called). */
+int sr__session_store_async(uv_loop_t *loop, const char *state_dir, const char *id,
+			    json_t *rec, int expected_turn, void (*done)(void *ud, int rc),
+			    void *ud);
+/* sr__session_remove (sandbox NULL) or sr__session_forget_sandbox off the
+ * loop, the same way. */
+int sr__session_remove_async(uv_loop_t *loop, const char *state_dir, const char *id,
+			     const char *sandbox, void (*done)(void *ud, int rc), void *ud);
 
 #endif

@@ -87,5 +87,24 @@ wait "$pid"
 rc=$?
 [ "$rc" -eq 130 ] && ok "Ctrl-C: exit 130" || fail "Ctrl-C: exit 130 (got $rc)"
 grep_in "Ctrl-C: session/cancel ends the turn" "$T/out" '"stop_reason":"cancelled"'
+# Two turns on one session at once (two sandrun processes, no service to
+# lease it): both run from turn 1's pointer; the one that writes second
+# loses the compare-and-set, says so, and exits 6; the pointer is the
+# winner's turn 2.
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "a first turn" 0 "$S" run --json ok
+ses=$(sed -n 's/.*"type":"run.finished".*"session":"\([^"]*\)".*/\1/p' "$T/out" | head -n 1)
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt "$S" run --json --session "$ses" slow:2500 \
+	>"$T/slow.out" 2>"$T/slow.err" &
+slow=$!
+for _ in $(seq 100); do grep -q '"text":"working..."' "$T/slow.out" && break; sleep 0.05; done
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "a turn at once on the session" 0 \
+	"$S" run --json --session "$ses" ok
+wait $slow
+rc=$?
+[ "$rc" -eq 6 ] && ok "the turn that wrote second fails (exit 6)" ||
+	fail "the turn that wrote second fails (exit $rc, wanted 6)"
+grep_in "... with session_conflict" "$T/slow.out" '"code":"session_conflict"'
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" get "$ses" >"$T/rec" 2>&1
+grep_in "the pointer is the winner's turn 2" "$T/rec" '"turn":2'
 stop_callbacks
 finish
