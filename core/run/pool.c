@@ -69,6 +69,8 @@ struct entry {
 	int keep_record;  /* parked stopped at a stop: its TTL outlives it */
 	int64_t ttl_at;   /* parked stopped: when its TTL ends (Unix ms) */
 	struct sr__agent *agent; /* kept alive with it, or NULL */
+	void (*settled)(void *ud); /* a turn waits for its provider call */
+	void *settled_ud;
 	uv_timer_t timer;
 	entry *next;
 };
@@ -327,7 +329,21 @@ static entry *find(sr__pool *p, const char *session)
 
 static void on_timer(uv_timer_t *t);
 
+static void answered(entry *e, const sr_result *res, int destroyed);
+
+/* A park or destroy answered; then the turn that waited for it goes on. */
 static void on_answered(entry *e, const sr_result *res, int destroyed)
+{
+	void (*settled)(void *ud) = e->settled;
+	void *ud = e->settled_ud;
+
+	e->settled = NULL;
+	answered(e, res, destroyed);
+	if (settled)
+		settled(ud);
+}
+
+static void answered(entry *e, const sr_result *res, int destroyed)
 {
 	sr__pool *p = e->pool;
 
@@ -535,6 +551,17 @@ void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session, con
 	if (!p->ttl_s || !(e = add(p, provider, session, sandbox, NULL, 0, E_STOPPED, 0)))
 		return;
 	uv_timer_start(&e->timer, on_timer, (uint64_t)p->ttl_s * 1000, 0);
+}
+
+int sr__pool_settle(sr__pool *p, const char *session, void (*done)(void *ud), void *ud)
+{
+	entry *e = find(p, session);
+
+	if (!e || e->state != E_BUSY || e->settled || !done)
+		return 0;
+	e->settled = done;
+	e->settled_ud = ud;
+	return 1;
 }
 
 char *sr__pool_take(sr__pool *p, const char *session, const char *sandbox, int network,

@@ -79,6 +79,11 @@ int sr__pool_put(sr__pool *p, sr__plugin *provider, const char *session,
  * turn takes it first. Nothing when there is no TTL. */
 void sr__pool_parked(sr__pool *p, sr__plugin *provider, const char *session,
 		     const char *sandbox);
+/* When the pool is parking or destroying the session's sandbox (its
+ * provider call not answered yet): done(ud) on the loop once it has
+ * answered, and 1, so that the session's next turn reconnects it only
+ * then; 0 otherwise (and when another waits already: done not called). */
+int sr__pool_settle(sr__pool *p, const char *session, void (*done)(void *ud), void *ud);
 /* The session's next turn: when sandbox is warm in the pool with the same
  * network policy, the provider's answer that gave it (a new string, to
  * free), and its agent in *agent (NULL when none was kept or it has

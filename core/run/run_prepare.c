@@ -429,6 +429,15 @@ static void on_replaced(void *ud, const sr_result *res)
 	sr__run_acquire(r);
 }
 
+/* The pool's park or destroy of the session's sandbox answered. */
+static void on_pool_settled(void *ud)
+{
+	sr__run *r = ud;
+
+	if (sr__run_landed(r))
+		sr__run_acquire(r);
+}
+
 void sr__run_acquire(sr__run *r)
 {
 	sr_network_policy np = { sizeof(np), r->o.network, NULL, 0 };
@@ -438,6 +447,14 @@ void sr__run_acquire(sr__run *r)
 			      { "sandrun.runner", NULL } };
 	char *warm;
 	int rc;
+
+	/* The pool is parking (or destroying) the session's sandbox, its
+	 * live window just over: reconnected once that has answered, not
+	 * while it goes on. */
+	if (r->resumed && r->o.pool && sr__pool_settle(r->o.pool, r->session, on_pool_settled, r)) {
+		r->inflight++;
+		return;
+	}
 
 	sr__run_enter(r, SR__RUN_ACQUIRING);
 	spec.labels = labels;

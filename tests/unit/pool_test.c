@@ -236,6 +236,42 @@ Test(pool, the_live_window_ends_parked_stopped_then_the_ttl_destroys)
 	close_pool(p);
 }
 
+static void settled(void *ud)
+{
+	(*(int *)ud)++;
+}
+
+/* A turn that comes while the live window's park is on its way waits for
+ * its answer before it reconnects the sandbox (not both at once). */
+Test(pool, a_turn_waits_for_a_park_on_its_way)
+{
+	sr__plugin *lazy = sr__registry_find(ctx.reg, SR_PLUGIN_PROVIDER, "lazy");
+	sr__pool *p = sr__pool_new(&ctx, 1, 4, 60);
+	int n = 0;
+
+	cr_assert_not_null(lazy, "test plugin 'lazy' not loaded");
+	cr_assert_eq(sr__plugin_start(&ctx, lazy), SR_OK);
+	cr_assert_eq(sr__pool_settle(p, "ses-a", settled, &n), 0, "nothing to wait for");
+	cr_assert(sr__pool_reserve(p, lazy));
+	cr_assert(sr__pool_put(p, lazy, "ses-a", "sb-a", "{}", SR_NET_OPEN, NULL));
+	cr_assert_eq(sr__pool_settle(p, "ses-a", settled, &n), 0, "running: taken at once");
+	until_logged("session ses-a: sandbox sb-a parked stopped (expired)");
+	/* lazy's park answers 200 ms later. */
+	cr_assert_eq(sr__pool_settle(p, "ses-a", settled, &n), 1);
+	cr_assert_eq(sr__pool_settle(p, "ses-a", settled, &n), 0, "one waiter");
+	cr_assert_eq(n, 0);
+	for (int i = 0; i < 500 && !n; i++) {
+		uv_run(ctx.loop, UV_RUN_NOWAIT);
+		uv_sleep(1);
+	}
+	cr_assert_eq(n, 1, "the waiter is told once the park answered");
+	counts(p, 0, 1);
+	cr_assert_eq(sr__pool_settle(p, "ses-a", settled, &n), 0, "parked: nothing to wait for");
+	cr_assert_null(take(p, "ses-a", "sb-a", SR_NET_OPEN), "stopped: reconnected by the turn");
+	close_pool(p);
+	cr_assert_eq(n, 1);
+}
+
 Test(pool, a_turn_takes_a_stopped_sandbox_out_of_its_ttl)
 {
 	sr__pool *p = sr__pool_new(&ctx, 60, 4, 3600);
