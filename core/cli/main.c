@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,10 @@ int main(int argc, char **argv)
 	for (int fd = 0; fd < 3; fd++)
 		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
 			return SR_EXIT_FAIL;
+	/* A write to an agent (or any child, peer or reader) that is gone is
+	 * an EPIPE error to handle, not the end of sandrun mid-turn. (libuv
+	 * gives spawned processes the default dispositions back.) */
+	signal(SIGPIPE, SIG_IGN);
 
 	while ((c = getopt_long(argc, argv, "+c:hV", opts, NULL)) != -1) {
 		switch (c) {

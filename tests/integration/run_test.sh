@@ -87,6 +87,14 @@ wait "$pid"
 rc=$?
 [ "$rc" -eq 130 ] && ok "Ctrl-C: exit 130" || fail "Ctrl-C: exit 130 (got $rc)"
 grep_in "Ctrl-C: session/cancel ends the turn" "$T/out" '"stop_reason":"cancelled"'
+# A reader of the events that goes away (| head): sandrun is not killed
+# by SIGPIPE mid-turn; the turn ends and is recorded.
+( SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt "$S" run --json slow:300 2>"$T/err"
+  echo $? >"$T/rc" ) | head -c 1 >/dev/null
+rc=$(cat "$T/rc")
+[ "$rc" != 141 ] && ok "a reader gone: no SIGPIPE death (exit $rc)" ||
+	fail "a reader gone: killed by SIGPIPE (exit $rc)"
+
 # Two turns on one session at once (two sandrun processes, no service to
 # lease it): both run from turn 1's pointer; the one that writes second
 # loses the compare-and-set, says so, and exits 6; the pointer is the
