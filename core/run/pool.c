@@ -331,6 +331,16 @@ static void on_timer(uv_timer_t *t);
 
 static void answered(entry *e, const sr_result *res, int destroyed);
 
+/* A gone sandbox's session pointer removed, off the loop. */
+static void on_forgotten(void *ud, int rc)
+{
+	sr__pool *p = ud;
+
+	(void)rc; /* none: it names another sandbox now, or there is none */
+	p->pending--;
+	check_closed(p);
+}
+
 /* A park or destroy answered; then the turn that waited for it goes on. */
 static void on_answered(entry *e, const sr_result *res, int destroyed)
 {
@@ -350,8 +360,10 @@ static void answered(entry *e, const sr_result *res, int destroyed)
 	p->pending--;
 	/* The session forgets a sandbox that no longer exists. */
 	if ((res->status == SR_ENOTFOUND || (destroyed && res->status == SR_OK)) &&
-	    sr__ctx_state_dir(p->ctx))
-		sr__session_forget_sandbox(sr__ctx_state_dir(p->ctx), e->session, e->sandbox);
+	    sr__ctx_state_dir(p->ctx) &&
+	    sr__session_remove_async(p->ctx->loop, sr__ctx_state_dir(p->ctx), e->session,
+				     e->sandbox, on_forgotten, p) == SR_OK)
+		p->pending++;
 	if (res->status != SR_OK && res->status != SR_ENOTFOUND)
 		left_to_janitor(e, res->message ? res->message : sr__strerror(res->status));
 	if (p->closing && !e->orphan && !destroyed && res->status == SR_OK && p->ttl_s) {

@@ -122,10 +122,12 @@ int sr__db_owner_alive(const char *owner)
 int sr__db_owner_here(const char *owner)
 {
 	const char *colon = owner ? strchr(owner, ':') : NULL;
-	char me[320];
+	char host[256] = "localhost";
 
-	sr__db_owner(me, sizeof(me));
-	return colon && strncmp(owner, me, (size_t)(colon - owner) + 1) == 0;
+	/* The host part only: no need to read this process's start. */
+	gethostname(host, sizeof(host) - 1);
+	return colon && strlen(host) == (size_t)(colon - owner) &&
+	       strncmp(owner, host, (size_t)(colon - owner)) == 0;
 }
 
 /* ------------------------------------------------------- the common part */

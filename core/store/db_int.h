@@ -25,7 +25,6 @@ typedef struct db_backend {
 struct sr__db {
 	const db_backend *be;
 	void *h;         /* sqlite3 *, PGconn * */
-	int pg;
 	int busy;        /* the last failure: another writer */
 	int tx;          /* a transaction is open (PostgreSQL) */
 	char name[512];

@@ -273,7 +273,6 @@ sr__db *sr__db_pg_open(const char *url, const char *state)
 		return NULL;
 	}
 	db->be = &pg;
-	db->pg = 1;
 	if (!sr__db_pg_url_valid(url)) {
 		/* libpq's message may quote the URL, password and all. */
 		sr__log(SR_LOG_ERROR, "store", "[store] url does not parse as a PostgreSQL "
