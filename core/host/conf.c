@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sandrun/plugin.h"
 #include "core/host/conf.h"
@@ -36,7 +37,7 @@ struct sr__config {
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
 	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport",
-	"remote_harness_dir", "credential_isolation", NULL
+	"remote_harness_dir", "credential_isolation", "ca_file", NULL
 };
 
 static const char *const secrets_keys[] = { "allow_hosts", NULL };
@@ -307,6 +308,8 @@ int sr__config_warn_unknown(const sr__config *c, const char *section,
 	return count;
 }
 
+static int valid_name(const char *s);
+
 int sr__config_warn_sections(const sr__config *c,
 			     int (*is_known)(const char *section, void *ud),
 			     void *ud)
@@ -318,6 +321,7 @@ int sr__config_warn_sections(const sr__config *c,
 		int seen = 0;
 		if (strcmp(e->section, "runner") == 0 || strcmp(e->section, "secrets") == 0 ||
 		    strcmp(e->section, "service") == 0 || strcmp(e->section, "store") == 0 ||
+		    (strncmp(e->section, "endpoint.", 9) == 0 && valid_name(e->section + 9)) ||
 		    is_known(e->section, ud))
 			continue;
 		for (size_t j = 0; j < i; j++)
@@ -458,6 +462,10 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (v && strcmp(v, "preferred") != 0)
 		return sr__config_invalid(c, "runner", "credential_isolation",
 			"one of required, preferred (the default), none");
+	rc->ca_file = sr__config_get(c, "runner", "ca_file");
+	if (rc->ca_file && (rc->ca_file[0] != '/' || access(rc->ca_file, R_OK) != 0))
+		return sr__config_invalid(c, "runner", "ca_file",
+			"the absolute path of a readable file of PEM certificates");
 	rc->secrets_allow_hosts = sr__config_get(c, "secrets", "allow_hosts");
 	if (!rc->secrets_allow_hosts)
 		rc->secrets_allow_hosts = "";

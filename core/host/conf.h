@@ -64,6 +64,7 @@ typedef struct sr__runner_conf {
 	int credential_isolation; /* enum sr__isolation (core/run/creds.h) */
 	const char *secrets_allow_hosts; /* [secrets] allow_hosts, or "" */
 	const char *store_url;  /* [store] url, or "": SQLite in state_dir */
+	const char *ca_file;    /* CAs the HTTP client trusts, or NULL: the system's */
 } sr__runner_conf;
 
 /* Parsed [service] values (sandrund) with their defaults. */

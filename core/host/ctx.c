@@ -17,6 +17,19 @@
 #include "core/host/log.h"
 #include "core/store/db.h"
 
+sr__http *sr__ctx_http(sr__ctx *ctx)
+{
+	if (ctx->http)
+		return ctx->http;
+	if (!(ctx->http = sr__http_new(ctx->loop)))
+		return NULL;
+	if (ctx->rc.ca_file && sr__http_set_ca_file(ctx->http, ctx->rc.ca_file) != SR_OK) {
+		sr__http_free(ctx->http);
+		ctx->http = NULL;
+	}
+	return ctx->http;
+}
+
 const char *sr__ctx_state_dir(sr__ctx *ctx)
 {
 	if (ctx->state_dir)

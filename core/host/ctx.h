@@ -63,6 +63,10 @@ const char *sr__ctx_state_dir(sr__ctx *ctx);
  * runner's own. NULL after logging why. */
 const char *sr__ctx_runner_id(sr__ctx *ctx);
 
+/* The runner's HTTP client, made on first use (with [runner] ca_file);
+ * NULL when libcurl cannot be loaded. */
+struct sr__http *sr__ctx_http(sr__ctx *ctx);
+
 /* Add s (borrowed until removed) to the sinks of plugins' events. */
 void sr__ctx_add_sink(sr__ctx *ctx, sr__event_sink *s);
 void sr__ctx_remove_sink(sr__ctx *ctx, sr__event_sink *s);

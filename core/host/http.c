@@ -42,6 +42,7 @@ struct sr__http {
 	CURL *spare[IDLE_EASY_MAX];
 	int n_spare;
 	char *unix_socket;   /* every request goes there, or NULL */
+	char *ca_file;       /* the CAs trusted in place of the system's, or NULL */
 };
 
 struct sr_http_call {
@@ -572,6 +573,7 @@ static void on_timer_closed(uv_handle_t *t)
 		curl_easy_cleanup(h->spare[--h->n_spare]);
 	curl_multi_cleanup(h->multi);
 	free(h->unix_socket);
+	free(h->ca_file);
 	free(h);
 }
 
@@ -690,6 +692,8 @@ static sr_http_call *start(sr__http *h, const sr_http_request *req,
 	curl_easy_setopt(c->easy, CURLOPT_USERAGENT, "sandrun/" PACKAGE_VERSION);
 	if (h->unix_socket)
 		curl_easy_setopt(c->easy, CURLOPT_UNIX_SOCKET_PATH, h->unix_socket);
+	if (h->ca_file)
+		curl_easy_setopt(c->easy, CURLOPT_CAINFO, h->ca_file);
 	if (strcmp(method, "GET") != 0)
 		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	if (req->body || strcmp(method, "POST") == 0 ||
@@ -755,6 +759,17 @@ int sr__http_set_unix_socket(sr__http *h, const char *path)
 		return SR_ENOMEM;
 	free(h->unix_socket);
 	h->unix_socket = copy;
+	return SR_OK;
+}
+
+int sr__http_set_ca_file(sr__http *h, const char *path)
+{
+	char *copy = path ? strdup(path) : NULL;
+
+	if (path && !copy)
+		return SR_ENOMEM;
+	free(h->ca_file);
+	h->ca_file = copy;
 	return SR_OK;
 }
 

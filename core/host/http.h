@@ -17,6 +17,10 @@ void sr__http_free(sr__http *h);
  * TCP again) whatever host the URL names: sandrun run --server unix:PATH. */
 int sr__http_set_unix_socket(sr__http *h, const char *path);
 
+/* Trust the CAs in the PEM file at path (a copy; NULL: the system's
+ * again) in place of the system's bundle: [runner] ca_file. */
+int sr__http_set_ca_file(sr__http *h, const char *path);
+
 /* Start a request; see sr_host.http_request. Returns NULL (and runs done
  * with the error before returning) when it cannot start. */
 sr_http_call *sr__http_request(sr__http *h, const sr_http_request *req,

@@ -187,7 +187,7 @@ static int http_start(const sr_host *h, const sr_http_request *req,
 	int rc;
 
 	*out = NULL;
-	if (!ctx->http && !(ctx->http = sr__http_new(ctx->loop))) {
+	if (!sr__ctx_http(ctx)) {
 		sr__log(SR_LOG_WARN, priv(h)->plugin->section,
 			"HTTP unavailable: cannot load " SR_LIBCURL_SONAME);
 		return SR_ENETWORK;

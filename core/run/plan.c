@@ -32,7 +32,7 @@ static int has_string(json_t *arr, const char *s)
 }
 
 /* Private, loopback, link-local and other non-public ranges. */
-static int private_v4(uint32_t a)
+int sr__addr_private_v4(uint32_t a)
 {
 	static const struct { uint32_t net, mask; } nets[] = {
 		{ 0x00000000, 0xff000000 }, { 0x0a000000, 0xff000000 },
@@ -50,13 +50,13 @@ static int private_v4(uint32_t a)
 	return 0;
 }
 
-static int private_v6(const unsigned char *b)
+int sr__addr_private_v6(const unsigned char *b)
 {
 	static const unsigned char zero[16];
 	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
 	if (memcmp(b, mapped, 12) == 0)
-		return private_v4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
+		return sr__addr_private_v4((uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 |
 				  (uint32_t)b[14] << 8 | b[15]);
 	if (memcmp(b, zero, 15) == 0 && (b[15] == 0 || b[15] == 1))
 		return 1; /* :: and ::1 */
@@ -69,7 +69,7 @@ static int private_v6(const unsigned char *b)
 
 /* The host of url (brackets of an IPv6 literal and trailing dots
  * removed) into host; its length, or 0 with the reason in why. */
-static size_t url_host(const char *url, char *host, size_t hn, char *why, size_t n)
+size_t sr__url_host(const char *url, char *host, size_t hn, char *why, size_t n)
 {
 	const char *h, *end;
 	size_t len;
@@ -118,7 +118,7 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 {
 	char host[256];
 	unsigned char addr[16];
-	size_t len = url_host(url, host, sizeof(host), why, n);
+	size_t len = sr__url_host(url, host, sizeof(host), why, n);
 
 	if (!len)
 		return 0;
@@ -134,9 +134,9 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 		return 0;
 	}
 	if ((inet_pton(AF_INET, host, addr) == 1 &&
-	     private_v4((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 |
+	     sr__addr_private_v4((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 |
 			(uint32_t)addr[2] << 8 | addr[3])) ||
-	    (inet_pton(AF_INET6, host, addr) == 1 && private_v6(addr))) {
+	    (inet_pton(AF_INET6, host, addr) == 1 && sr__addr_private_v6(addr))) {
 		snprintf(why, n, "'%s' is a private, loopback or link-local address", url);
 		return 0;
 	}
@@ -149,7 +149,7 @@ int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,
 	char why[400];
 	unsigned char addr[16];
 
-	if (!url_host(url, host, hn, why, sizeof(why)) || allowed(host, allow))
+	if (!sr__url_host(url, host, hn, why, sizeof(why)) || allowed(host, allow))
 		return 0;
 	return inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1;
 }
@@ -167,11 +167,11 @@ int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
 		int priv = 1; /* an address family we do not know: refused */
 		if (ai->ai_family == AF_INET) {
 			const struct sockaddr_in *in = (const void *)ai->ai_addr;
-			priv = private_v4(ntohl(in->sin_addr.s_addr));
+			priv = sr__addr_private_v4(ntohl(in->sin_addr.s_addr));
 			inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
 		} else if (ai->ai_family == AF_INET6) {
 			const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
-			priv = private_v6(in6->sin6_addr.s6_addr);
+			priv = sr__addr_private_v6(in6->sin6_addr.s6_addr);
 			inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
 		}
 		if (priv) {

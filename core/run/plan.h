@@ -42,4 +42,14 @@ struct addrinfo;
 int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
 			  char *why, size_t n);
 
+/* Whether an IPv4 address (host order) or an IPv6 address (16 bytes; a
+ * v4-mapped one is judged as IPv4) is private, loopback, link-local,
+ * shared (100.64/10), multicast or otherwise not public. */
+int sr__addr_private_v4(uint32_t a);
+int sr__addr_private_v6(const unsigned char *b);
+/* The host of url (an IPv6 literal without its brackets, trailing dots
+ * removed) into host; its length, or 0 with the reason in why (no URL,
+ * no host, credentials in the URL). */
+size_t sr__url_host(const char *url, char *host, size_t hn, char *why, size_t n);
+
 #endif

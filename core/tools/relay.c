@@ -954,7 +954,7 @@ static void execute(call *c)
 			"this tool runs on the user's side: the call was handed over and its result will come with the next turn"));
 		return;
 	}
-	if (!c->r->ctx->http && !(c->r->ctx->http = sr__http_new(c->r->ctx->loop))) {
+	if (!sr__ctx_http(c->r->ctx)) {
 		finish(c, response_ok(c->id, sr_mcp_text_result(
 			"HTTP is unavailable on the runner (libcurl cannot be loaded)", 1)));
 		return;

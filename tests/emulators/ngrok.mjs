@@ -1,0 +1,177 @@
+#!/usr/bin/env node
+// An emulator of the ngrok agent for the tunnel tests, on 127.0.0.1 only.
+//
+// Two listeners:
+//  - the agent's local API (what `ngrok start --none` serves on :4040):
+//    GET /api/tunnels, POST /api/tunnels {addr, proto, name} -> 201,
+//    GET and DELETE /api/tunnels/NAME (204), errors as the agent gives them
+//    ({error_code, status_code, msg, details});
+//  - the public edge: an HTTP proxy a client reaches with
+//    https_proxy=http://127.0.0.1:EDGE. CONNECT to NAME.ngrok-free.app:443
+//    is answered with TLS (the test's certificate for *.ngrok-free.app) and
+//    each request is forwarded to the tunnel's config.addr, as ngrok's edge
+//    does; a tunnel whose service does not answer gives 502 with
+//    ngrok-error-code ERR_NGROK_8012, an unknown host 404 ERR_NGROK_3200.
+//
+// Usage: node ngrok.mjs --cert FILE --key FILE [--tunnel NAME=ADDR]...
+//        [--http-tunnel NAME=ADDR]... (an http:// public URL, as ngrok v2 also made)
+// Prints "ready API_PORT EDGE_PORT" on standard output once listening.
+import http from "node:http";
+import net from "node:net";
+import tls from "node:tls";
+import fs from "node:fs";
+import crypto from "node:crypto";
+
+const args = process.argv.slice(2);
+let cert = null, key = null;
+const initial = [];
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === "--cert") cert = fs.readFileSync(args[++i]);
+  else if (args[i] === "--key") key = fs.readFileSync(args[++i]);
+  else if (args[i] === "--tunnel") initial.push([args[++i], "https"]);
+  else if (args[i] === "--http-tunnel") initial.push([args[++i], "http"]);
+  else { console.error(`ngrok emulator: unknown argument ${args[i]}`); process.exit(2); }
+}
+if (!cert || !key) { console.error("ngrok emulator: --cert and --key are required"); process.exit(2); }
+
+const tunnels = new Map(); // name -> tunnel object
+const byHost = new Map();  // public host -> name
+
+// The agent normalizes an address to scheme://host:port.
+function normalizeAddr(addr) {
+  if (/^\d+$/.test(addr)) return `http://localhost:${addr}`;
+  if (!addr.includes("://")) return `http://${addr}`;
+  return addr;
+}
+
+function addTunnel(name, addr, proto, scheme = "https") {
+  const host = `${crypto.randomBytes(6).toString("hex")}.ngrok-free.app`;
+  const t = {
+    name,
+    ID: crypto.randomBytes(16).toString("hex"),
+    uri: `/api/tunnels/${encodeURIComponent(name)}`,
+    public_url: `${scheme}://${host}`,
+    proto: scheme,
+    config: { addr: normalizeAddr(addr), inspect: true },
+    metrics: {
+      conns: { count: 0, gauge: 0, rate1: 0, rate5: 0, rate15: 0, p50: 0, p90: 0, p95: 0, p99: 0 },
+      http: { count: 0, rate1: 0, rate5: 0, rate15: 0, p50: 0, p90: 0, p95: 0, p99: 0 },
+    },
+  };
+  if (proto && proto !== "http") { t.proto = proto; t.public_url = `${proto}://${host}:${20000 + tunnels.size}`; }
+  tunnels.set(name, t);
+  byHost.set(host, name);
+  return t;
+}
+
+// Tunnels of the agent's configuration file, there before any client.
+for (const [spec, scheme] of initial) {
+  const eq = spec.indexOf("=");
+  addTunnel(spec.slice(0, eq), spec.slice(eq + 1), "http", scheme);
+}
+
+function agentError(res, status, code, msg, details = {}) {
+  const body = JSON.stringify({ error_code: code, status_code: status, msg, details });
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function send(res, status, obj) {
+  const body = JSON.stringify(obj);
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+const api = http.createServer((req, res) => {
+  let chunks = [];
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", () => {
+    const url = new URL(req.url, "http://127.0.0.1");
+    const m = url.pathname.match(/^\/api\/tunnels(?:\/([^/]+))?\/?$/);
+    if (!m) return agentError(res, 404, 100, "not found", {});
+    const name = m[1] ? decodeURIComponent(m[1]) : null;
+    if (!name && req.method === "GET")
+      return send(res, 200, { tunnels: [...tunnels.values()], uri: "/api/tunnels" });
+    if (!name && req.method === "POST") {
+      let b;
+      try { b = JSON.parse(Buffer.concat(chunks).toString("utf8")); }
+      catch { return agentError(res, 400, 100, "invalid tunnel configuration", { err: "the body is not JSON" }); }
+      if (!b || typeof b.addr !== "string" || !b.addr)
+        return agentError(res, 400, 102, "invalid tunnel configuration", { err: "addr is required" });
+      if (typeof b.name !== "string" || !b.name)
+        return agentError(res, 400, 102, "invalid tunnel configuration", { err: "name is required" });
+      if (b.proto && !["http", "tcp", "tls"].includes(b.proto))
+        return agentError(res, 400, 102, "invalid tunnel configuration", { err: `unknown proto ${b.proto}` });
+      if (tunnels.has(b.name))
+        return agentError(res, 400, 102, "tunnel already exists", { err: `a tunnel named ${b.name} already exists` });
+      return send(res, 201, addTunnel(b.name, b.addr, b.proto || "http"));
+    }
+    if (name && req.method === "GET") {
+      const t = tunnels.get(name);
+      return t ? send(res, 200, t) : agentError(res, 404, 100, "tunnel not found", { err: `tunnel ${name} not found` });
+    }
+    if (name && req.method === "DELETE") {
+      const t = tunnels.get(name);
+      if (!t) return agentError(res, 404, 100, "tunnel not found", { err: `tunnel ${name} not found` });
+      tunnels.delete(name);
+      byHost.delete(new URL(t.public_url).host);
+      res.writeHead(204);
+      return res.end();
+    }
+    agentError(res, 405, 100, "method not allowed", {});
+  });
+});
+
+// The edge: requests that arrive through TLS on a CONNECT tunnel.
+const edge = http.createServer((req, res) => {
+  const host = (req.headers.host || "").replace(/:\d+$/, "");
+  const name = byHost.get(host);
+  if (!name) {
+    res.writeHead(404, { "ngrok-error-code": "ERR_NGROK_3200", "Content-Type": "text/plain" });
+    return res.end(`Tunnel ${host} not found\n`);
+  }
+  const t = tunnels.get(name);
+  t.metrics.http.count++;
+  const target = new URL(t.config.addr);
+  const up = http.request({
+    host: target.hostname === "localhost" ? "127.0.0.1" : target.hostname.replace(/^\[|\]$/g, ""),
+    port: target.port || 80,
+    method: req.method,
+    path: req.url,
+    headers: { ...req.headers, host: target.host, "x-forwarded-for": "203.0.113.7", "x-forwarded-proto": "https" },
+  }, (ur) => {
+    res.writeHead(ur.statusCode, ur.headers);
+    ur.pipe(res);
+  });
+  up.on("error", () => {
+    if (res.headersSent) return res.destroy();
+    res.writeHead(502, { "ngrok-error-code": "ERR_NGROK_8012", "Content-Type": "text/html" });
+    res.end(`<html><body>Traffic was successfully tunneled to the ngrok agent, but the agent failed to establish a connection to the upstream web service at ${t.config.addr}.</body></html>\n`);
+  });
+  req.pipe(up);
+});
+
+const proxy = http.createServer((req, res) => {
+  res.writeHead(400, { "Content-Type": "text/plain" });
+  res.end("this edge only takes CONNECT\n");
+});
+proxy.on("connect", (req, sock, head) => {
+  const [host, port] = req.url.split(":");
+  if (!host.endsWith(".ngrok-free.app") || port !== "443") {
+    sock.end("HTTP/1.1 403 Forbidden\r\n\r\n");
+    return;
+  }
+  sock.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+  if (head && head.length) sock.unshift(head);
+  const t = new tls.TLSSocket(sock, { isServer: true, cert, key });
+  t.on("error", () => sock.destroy());
+  edge.emit("connection", t);
+});
+
+let ready = 0;
+function listening() {
+  if (++ready === 2) process.stdout.write(`ready ${api.address().port} ${proxy.address().port}\n`);
+}
+api.listen(0, "127.0.0.1", listening);
+proxy.listen(0, "127.0.0.1", listening);
+process.on("SIGTERM", () => process.exit(0));
