@@ -44,6 +44,8 @@ struct sr__endpoint_job {
 	uint64_t treq;         /* the tunnel's request in flight, or 0 */
 	int looking_up;        /* gai in flight */
 	int named;             /* a configured [endpoint.NAME] */
+	int needs_sse;
+	unsigned min_in_flight;
 	int refs;              /* the job, the timer, a lookup, a tunnel call */
 	int finished;
 };
@@ -377,6 +379,30 @@ static void on_started(void *ud, const sr_result *res)
 	unref(j);
 }
 
+/* Whether the tunnel's route carries what the service needs; if not, the
+ * source is skipped with the reason. */
+static int limits_ok(sr__endpoint_job *j, json_t *limits)
+{
+	json_t *cap = json_object_get(limits, "max_in_flight");
+	char why[512];
+
+	if (j->needs_sse && json_is_false(json_object_get(limits, "sse"))) {
+		snprintf(why, sizeof(why), "tunnel '%s' carries no server-sent events, which "
+			 "service '%s' needs", j->tunnel->desc->name, j->service);
+		skip(j, why);
+		return 0;
+	}
+	if (j->min_in_flight && json_is_integer(cap) &&
+	    json_integer_value(cap) < (json_int_t)j->min_in_flight) {
+		snprintf(why, sizeof(why), "tunnel '%s' carries at most %lld requests at once; "
+			 "service '%s' needs %u", j->tunnel->desc->name,
+			 (long long)json_integer_value(cap), j->service, j->min_in_flight);
+		skip(j, why);
+		return 0;
+	}
+	return 1;
+}
+
 static void on_resolved(void *ud, const sr_result *res)
 {
 	sr__endpoint_job *j = ud;
@@ -396,6 +422,8 @@ static void on_resolved(void *ud, const sr_result *res)
 		sr_result bad = { .size = sizeof(bad), .status = SR_EPROTO,
 				  .message = "answered without an http(s) \"url\"" };
 		tunnel_failed(j, ST_RESOLVE, "broke its protocol", &bad);
+	} else if (!limits_ok(j, json_object_get(o, "limits"))) {
+		/* skipped, with the reason */
 	} else {
 		free(j->candidate);
 		if (!(j->candidate = strdup(url))) {
@@ -550,6 +578,8 @@ sr__endpoint_job *sr__endpoint_resolve(sr__ctx *ctx, const sr__endpoint_spec *sp
 	}
 	j->ctx = ctx;
 	j->named = spec->service != NULL;
+	j->needs_sse = spec->needs_sse;
+	j->min_in_flight = spec->min_in_flight;
 	j->host_network = spec->host_network;
 	j->tunnel = spec->tunnel;
 	j->attempts = spec->attempts ? spec->attempts : 4;
@@ -585,9 +615,9 @@ void sr__endpoint_cancel(sr__endpoint_job *j)
 int sr__endpoint_config(sr__ctx *ctx, const char *name, sr__endpoint_spec *spec,
 			char *why, size_t n)
 {
-	static const char *const keys[] = { "url", "public_url", NULL };
+	static const char *const keys[] = { "url", "public_url", "sse", "in_flight", NULL };
 	char section[64], reason[400];
-	const char *url, *pub;
+	const char *url, *pub, *v;
 
 	memset(spec, 0, sizeof(*spec));
 	if (strlen(name) > 32 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(name) ||
@@ -618,6 +648,23 @@ int sr__endpoint_config(sr__ctx *ctx, const char *name, sr__endpoint_spec *spec,
 	if (pub && *pub && !sr__endpoint_host_public(pub, reason, sizeof(reason))) {
 		snprintf(why, n, "[%s] public_url: %s: %s", section, pub, reason);
 		return SR_EINVAL;
+	}
+	if ((v = sr__config_get(ctx->config, section, "sse"))) {
+		if (strcmp(v, "yes") && strcmp(v, "no")) {
+			snprintf(why, n, "[%s] sse: '%s' is not yes or no", section, v);
+			return SR_EINVAL;
+		}
+		spec->needs_sse = strcmp(v, "yes") == 0;
+	}
+	if ((v = sr__config_get(ctx->config, section, "in_flight"))) {
+		char *end;
+		unsigned long k = strtoul(v, &end, 10);
+		if (!*v || *end || k < 1 || k > 100000) {
+			snprintf(why, n, "[%s] in_flight: '%s' is not a whole number from 1 to 100000",
+				 section, v);
+			return SR_EINVAL;
+		}
+		spec->min_in_flight = (unsigned)k;
 	}
 	spec->service = name;
 	spec->url = url;

@@ -30,6 +30,11 @@ typedef struct sr__endpoint_spec {
 	const char *public_url; /* the operator's override, or NULL */
 	int host_network;       /* sandboxes share the runner's network */
 	sr__plugin *tunnel;     /* started, or NULL: none configured */
+	/* What the service needs of a route: a tunnel whose resolve says it
+	 * cannot carry it ("limits": {"sse": false, "max_in_flight": N}) is
+	 * not used. */
+	int needs_sse;          /* server-sent events pass unbuffered */
+	unsigned min_in_flight; /* requests at once; 0: any */
 	unsigned attempts;      /* tries per source; 0: 4 */
 	unsigned backoff_ms;    /* first delay, doubled each time; 0: 500 */
 	unsigned probe_timeout_ms; /* 0: 5000 */

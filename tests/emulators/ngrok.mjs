@@ -6,21 +6,19 @@
 //    GET /api/tunnels, POST /api/tunnels {addr, proto, name} -> 201,
 //    GET and DELETE /api/tunnels/NAME (204), errors as the agent gives them
 //    ({error_code, status_code, msg, details});
-//  - the public edge: an HTTP proxy a client reaches with
-//    https_proxy=http://127.0.0.1:EDGE. CONNECT to NAME.ngrok-free.app:443
-//    is answered with TLS (the test's certificate for *.ngrok-free.app) and
-//    each request is forwarded to the tunnel's config.addr, as ngrok's edge
-//    does; a tunnel whose service does not answer gives 502 with
-//    ngrok-error-code ERR_NGROK_8012, an unknown host 404 ERR_NGROK_3200.
+//  - the public edge (edge.mjs): an HTTP proxy a client reaches with
+//    https_proxy=http://127.0.0.1:EDGE; each tunnel's public host is
+//    forwarded to its config.addr, as ngrok's edge does; a tunnel whose
+//    service does not answer gives 502 with ngrok-error-code
+//    ERR_NGROK_8012, an unknown host 404 ERR_NGROK_3200.
 //
 // Usage: node ngrok.mjs --cert FILE --key FILE [--tunnel NAME=ADDR]...
 //        [--http-tunnel NAME=ADDR]... (an http:// public URL, as ngrok v2 also made)
 // Prints "ready API_PORT EDGE_PORT" on standard output once listening.
 import http from "node:http";
-import net from "node:net";
-import tls from "node:tls";
 import fs from "node:fs";
 import crypto from "node:crypto";
+import { startEdge } from "./edge.mjs";
 
 const args = process.argv.slice(2);
 let cert = null, key = null;
@@ -35,7 +33,6 @@ for (let i = 0; i < args.length; i++) {
 if (!cert || !key) { console.error("ngrok emulator: --cert and --key are required"); process.exit(2); }
 
 const tunnels = new Map(); // name -> tunnel object
-const byHost = new Map();  // public host -> name
 
 // The agent normalizes an address to scheme://host:port.
 function normalizeAddr(addr) {
@@ -60,7 +57,6 @@ function addTunnel(name, addr, proto, scheme = "https") {
   };
   if (proto && proto !== "http") { t.proto = proto; t.public_url = `${proto}://${host}:${20000 + tunnels.size}`; }
   tunnels.set(name, t);
-  byHost.set(host, name);
   return t;
 }
 
@@ -104,7 +100,9 @@ const api = http.createServer((req, res) => {
         return agentError(res, 400, 102, "invalid tunnel configuration", { err: `unknown proto ${b.proto}` });
       if (tunnels.has(b.name))
         return agentError(res, 400, 102, "tunnel already exists", { err: `a tunnel named ${b.name} already exists` });
-      return send(res, 201, addTunnel(b.name, b.addr, b.proto || "http"));
+      const t = addTunnel(b.name, b.addr, b.proto || "http");
+      route(t);
+      return send(res, 201, t);
     }
     if (name && req.method === "GET") {
       const t = tunnels.get(name);
@@ -114,7 +112,7 @@ const api = http.createServer((req, res) => {
       const t = tunnels.get(name);
       if (!t) return agentError(res, 404, 100, "tunnel not found", { err: `tunnel ${name} not found` });
       tunnels.delete(name);
-      byHost.delete(new URL(t.public_url).host);
+      edge.routes.delete(new URL(t.public_url).hostname);
       res.writeHead(204);
       return res.end();
     }
@@ -122,56 +120,15 @@ const api = http.createServer((req, res) => {
   });
 });
 
-// The edge: requests that arrive through TLS on a CONNECT tunnel.
-const edge = http.createServer((req, res) => {
-  const host = (req.headers.host || "").replace(/:\d+$/, "");
-  const name = byHost.get(host);
-  if (!name) {
-    res.writeHead(404, { "ngrok-error-code": "ERR_NGROK_3200", "Content-Type": "text/plain" });
-    return res.end(`Tunnel ${host} not found\n`);
-  }
-  const t = tunnels.get(name);
-  t.metrics.http.count++;
-  const target = new URL(t.config.addr);
-  const up = http.request({
-    host: target.hostname === "localhost" ? "127.0.0.1" : target.hostname.replace(/^\[|\]$/g, ""),
-    port: target.port || 80,
-    method: req.method,
-    path: req.url,
-    headers: { ...req.headers, host: target.host, "x-forwarded-for": "203.0.113.7", "x-forwarded-proto": "https" },
-  }, (ur) => {
-    res.writeHead(ur.statusCode, ur.headers);
-    ur.pipe(res);
-  });
-  up.on("error", () => {
-    if (res.headersSent) return res.destroy();
-    res.writeHead(502, { "ngrok-error-code": "ERR_NGROK_8012", "Content-Type": "text/html" });
-    res.end(`<html><body>Traffic was successfully tunneled to the ngrok agent, but the agent failed to establish a connection to the upstream web service at ${t.config.addr}.</body></html>\n`);
-  });
-  req.pipe(up);
-});
-
-const proxy = http.createServer((req, res) => {
-  res.writeHead(400, { "Content-Type": "text/plain" });
-  res.end("this edge only takes CONNECT\n");
-});
-proxy.on("connect", (req, sock, head) => {
-  const [host, port] = req.url.split(":");
-  if (!host.endsWith(".ngrok-free.app") || port !== "443") {
-    sock.end("HTTP/1.1 403 Forbidden\r\n\r\n");
-    return;
-  }
-  sock.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-  if (head && head.length) sock.unshift(head);
-  const t = new tls.TLSSocket(sock, { isServer: true, cert, key });
-  t.on("error", () => sock.destroy());
-  edge.emit("connection", t);
-});
-
-let ready = 0;
+let ready = 0, edgePort = 0;
 function listening() {
-  if (++ready === 2) process.stdout.write(`ready ${api.address().port} ${proxy.address().port}\n`);
+  if (++ready === 2) process.stdout.write(`ready ${api.address().port} ${edgePort}\n`);
 }
+const edge = startEdge({ cert, key }, (port) => { edgePort = port; listening(); });
+// The agent's tunnels are the edge's routes.
+function route(t) {
+  edge.routes.set(new URL(t.public_url).hostname, { origin: t.config.addr, provider: "ngrok", sse: true, max_in_flight: 0, in_flight: 0, count: 0 });
+}
+for (const t of tunnels.values()) route(t);
 api.listen(0, "127.0.0.1", listening);
-proxy.listen(0, "127.0.0.1", listening);
 process.on("SIGTERM", () => process.exit(0));

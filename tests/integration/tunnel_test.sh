@@ -10,17 +10,8 @@
 command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
 command -v openssl >/dev/null || missing "openssl is not installed (scripts/deps --tests installs it)"
 
-# A test CA and the edge's certificate for *.ngrok-free.app.
-mkdir -p "$T/tls"
-(cd "$T/tls" &&
-	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
-		-subj "/CN=sandrun test CA" &&
-	openssl req -newkey rsa:2048 -nodes -keyout edge.key -out edge.csr \
-		-subj "/CN=*.ngrok-free.app" &&
-	printf 'subjectAltName=DNS:*.ngrok-free.app\n' >ext &&
-	openssl x509 -req -in edge.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-		-out edge.pem -days 2 -extfile ext) >"$T/openssl.out" 2>&1 ||
-	{ fail "a test certificate is made"; cat "$T/openssl.out"; finish; exit 1; }
+. "$SANDRUN_SRCDIR/tests/integration/tls.sh"
+make_edge_cert "$T/tls"
 
 # Three S3 stand-ins: 403 AccessDenied to an anonymous GET, as S3 answers.
 cat >"$T/s3.mjs" <<'JS'

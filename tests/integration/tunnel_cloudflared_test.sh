@@ -1,0 +1,90 @@
+#!/bin/sh
+# The cloudflared tunnel plugin against a fake cloudflared
+# (tests/emulators/cloudflared) that behaves as the real one does, with its
+# quick tunnels on the emulated edge (tests/emulators/edge.mjs, reached over
+# TLS through https_proxy): the name read from /quicktunnel once the
+# metrics server listens, the quick tunnel's limits (no SSE, 200 in
+# flight) against what a service needs, a slow start, a start that never
+# ends, a cloudflared that fails or is missing, and a tunnel that dies
+# under a resolution: a new process, a new name, resolved again.
+. "$SANDRUN_SRCDIR/tests/integration/lib.sh"
+command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
+command -v openssl >/dev/null || missing "openssl is not installed (scripts/deps --tests installs it)"
+. "$SANDRUN_SRCDIR/tests/integration/tls.sh"
+make_edge_cert "$T/tls"
+FAKE="$SANDRUN_SRCDIR/tests/emulators/cloudflared"
+
+node "$SANDRUN_SRCDIR/tests/emulators/edge.mjs" --cert "$T/tls/edge.pem" --key "$T/tls/edge.key" \
+	>"$T/edge.out" 2>"$T/edge.err" &
+EDGE_PID=$!
+node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403);r.end("<Error><Code>AccessDenied</Code></Error>")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
+S3_PID=$!
+trap 'kill $EDGE_PID $S3_PID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/edge.out" ] && [ -s "$T/s3.out" ] && break; sleep 0.05; done
+read -r _ EDGE <"$T/edge.out"
+read -r S3 <"$T/s3.out"
+[ -n "${EDGE:-}" ] && ok "the edge listens" || { fail "the edge listens"; cat "$T/edge.err"; finish; exit 1; }
+export https_proxy="http://127.0.0.1:$EDGE" no_proxy=127.0.0.1,localhost
+export CLOUDFLARED_EMU_EDGE="http://127.0.0.1:$EDGE" CLOUDFLARED_EMU_LOG="$T/argv.log"
+routes() { node -e 'fetch(process.argv[1]).then(r=>r.text()).then(t=>console.log(t))' "http://127.0.0.1:$EDGE/routes" 2>/dev/null; }
+running() { grep -l -a -e "--url" /proc/[0-9]*/cmdline 2>/dev/null | xargs -r grep -l -a "127.0.0.1:$S3" 2>/dev/null | head -n 1; }
+
+conf() {
+	f=$1
+	shift
+	{
+		printf '[runner]\nprovider = daytona\ntunnel = cloudflared\nca_file = %s\n' "$T/tls/ca.pem"
+		printf '[provider.daytona]\napi_url = http://127.0.0.1:1/api\napi_key = unused\n'
+		printf '[tunnel.cloudflared]\nbinary = %s\n' "$FAKE"
+		printf '[endpoint.s3]\nurl = http://127.0.0.1:%s\n' "$S3"
+		for line in "$@"; do printf '%s\n' "$line"; done
+	} >"$T/$f"
+}
+ep() { f=$1; shift; "$SANDRUN_BIN" -c "$T/$f" endpoint "$@"; }
+
+conf cf.conf
+expect "a quick tunnel is started and its name read" 0 ep cf.conf --json s3
+grep_in "  resolved through cloudflared" "$T/out" '"source":"tunnel","url":"https://[a-z]*-[a-z]*-[a-z]*-[0-9a-f]*.trycloudflare.com","via":"cloudflared"'
+grep_in "  started as a quick tunnel with its own metrics port" "$T/argv.log" '"argv":\["tunnel","--no-autoupdate","--url","http://127.0.0.1:'"$S3"'","--metrics","127.0.0.1:[0-9]*"\]'
+[ -z "$(running)" ] && ok "  and stopped at exit" || fail "  and stopped at exit"
+[ "$(routes)" = "[]" ] && ok "  its route is gone from the edge" || fail "  its route is gone from the edge: $(routes)"
+expect "--keep is still one resolution: a quick tunnel lives with its runner" 0 ep cf.conf --keep s3
+for _ in $(seq 20); do [ -z "$(running)" ] && break; sleep 0.1; done
+[ -z "$(running)" ] && ok "  no cloudflared left behind" || fail "  no cloudflared left behind"
+
+conf sse.conf "sse = yes"
+expect "a service that needs SSE is not sent through a quick tunnel" 1 ep sse.conf s3
+grep_in "  says why" "$T/err" "tunnel: tunnel 'cloudflared' carries no server-sent events, which service 's3' needs"
+conf many.conf "in_flight = 500"
+expect "nor one that needs 500 requests in flight" 1 ep many.conf s3
+grep_in "  says why" "$T/err" "carries at most 200 requests at once; service 's3' needs 500"
+conf few.conf "in_flight = 100"
+expect "100 in flight fit" 0 ep few.conf s3
+
+CLOUDFLARED_EMU_DELAY_MS=1500 expect "a slow start is waited for" 0 ep cf.conf s3
+conf quick.conf "[tunnel.cloudflared]" "start_timeout = 1"
+CLOUDFLARED_EMU_DELAY_MS=4000 expect "a start that does not end in start_timeout fails" 1 ep quick.conf --attempts 1 s3
+grep_in "  says so" "$T/err" "cloudflared had no quick tunnel to http://127.0.0.1:$S3 after 1 s"
+CLOUDFLARED_EMU_EDGE= expect "a cloudflared that cannot reach its edge" 1 ep cf.conf --attempts 1 s3
+grep_in "  gives its own last words" "$T/err" "exited (status 1) before its quick tunnel existed: .*Failed to request quick Tunnel"
+
+# A tunnel that dies as its name is read: the probe fails, the
+# resolution asks again, a new cloudflared gives a new name.
+: >"$T/argv.log"
+CLOUDFLARED_EMU_DIE_ONCE="$T/died" expect "a quick tunnel that dies under a resolution is started again" 0 ep cf.conf s3
+old=$(cat "$T/died" 2>/dev/null)
+[ -n "$old" ] && ! grep -q "$old" "$T/out" && ok "  under a new name" || fail "  under a new name (old $old, got $(cat "$T/out"))"
+grep_in "  the dead name's probe failed first" "$T/err" "try 1 of 4 failed (https://$old answered HTTP 530)"
+[ "$(grep -c '"tunnel"' "$T/argv.log")" -eq 2 ] && ok "  two cloudflared processes in all" || fail "  two cloudflared processes in all ($(grep -c '"tunnel"' "$T/argv.log"))"
+grep_in "  the death is logged" "$T/err" "cloudflared for http://127.0.0.1:$S3 (https://$old) exited"
+
+conf missing.conf "[tunnel.cloudflared]" "binary = $T/no-such-cloudflared"
+expect "a missing cloudflared binary" 1 ep missing.conf --attempts 1 s3
+grep_in "  is named" "$T/err" "cannot start '$T/no-such-cloudflared'"
+SANDRUN_RUNNER_HARNESSES= "$SANDRUN_BIN" -c "$T/missing.conf" doctor >"$T/out" 2>&1
+grep_in "  doctor fails it" "$T/out" "FAIL.*tunnel cloudflared"
+SANDRUN_RUNNER_HARNESSES= "$SANDRUN_BIN" -c "$T/cf.conf" doctor >"$T/out" 2>&1
+grep_in "doctor checks cloudflared's version" "$T/out" "ok.*tunnel cloudflared.*cloudflared version 2024.8.2"
+conf bad.conf "[tunnel.cloudflared]" "start_timeout = 0"
+expect "a bad start_timeout is a configuration error" 3 ep bad.conf s3
+finish
