@@ -56,6 +56,7 @@ int sr__cli_maintain(sr__ctx *ctx, sr__plugin *p, int dry, long long grace,
 
 int sr__cmd_image_recipe(int argc, char **argv, const char *config_path);
 int sr__cmd_endpoint(int argc, char **argv, const char *config_path);
+int sr__cmd_tunnel(int argc, char **argv, const char *config_path);
 int sr__cmd_janitor(int argc, char **argv, const char *config_path);
 int sr__cmd_plugins(int argc, char **argv, const char *config_path);
 int sr__cmd_doctor(int argc, char **argv, const char *config_path);

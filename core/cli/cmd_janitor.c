@@ -19,7 +19,9 @@
 #include "core/cli/cli.h"
 #include "core/host/log.h"
 #include "core/host/status.h"
+#include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
+#include "core/plugins/tunnel.h"
 #include "core/run/session.h"
 
 #define DEFAULT_GRACE (2LL * 3600)
@@ -227,6 +229,92 @@ static int maintain(sr__ctx *ctx, sr__plugin *p, int dry, long long grace, int a
 	return failed;
 }
 
+/* The configured tunnel's enrolments (NetBird: group, setup key, policy,
+ * peer) of this runner whose sandbox is no longer among the kept ones
+ * (alive: the ids of the sandboxes kept), older than the grace period:
+ * released. The number of failures. */
+static int tunnel_orphans(sr__ctx *ctx, json_t *alive, int dry, long long grace,
+			  int as_json)
+{
+	sr__plugin *t;
+	sr__wait w = { 0 };
+	json_t *ans, *e;
+	const char *me = sr__ctx_runner_id(ctx);
+	time_t now = time(NULL);
+	size_t i;
+	int failed = 0;
+
+	if (!ctx->rc.tunnel)
+		return 0;
+	if (!(t = sr__registry_find(ctx->reg, SR_PLUGIN_TUNNEL, ctx->rc.tunnel)) ||
+	    sr__plugin_start(ctx, t) != SR_OK) {
+		fprintf(stderr, "sandrun janitor: tunnel '%s' is not available\n", ctx->rc.tunnel);
+		return 1;
+	}
+	sr__wait_for(ctx, &w, sr__tunnel_enrolments(t, sr__next_req(), sr__wait_done, &w));
+	if (w.status == SR_EUNSUPPORTED) {
+		sr__wait_clear(&w);
+		return 0; /* a tunnel without enrolments */
+	}
+	if (w.status != SR_OK) {
+		fprintf(stderr, "sandrun janitor: tunnel '%s': cannot list its enrolments: %s\n",
+			t->desc->name, w.message ? w.message : sr__strerror(w.status));
+		sr__wait_clear(&w);
+		return 1;
+	}
+	ans = json_loads(w.json ? w.json : "", 0, NULL);
+	sr__wait_clear(&w);
+	json_array_foreach(json_object_get(ans, "items"), i, e) {
+		const char *sbx = json_string_value(json_object_get(e, "sandbox"));
+		const char *runner = json_string_value(json_object_get(e, "runner"));
+		long long age = (long long)(now - (time_t)json_integer_value(json_object_get(e, "created")));
+		const char *verdict, *why;
+		int live = 0;
+		size_t k;
+		json_t *id;
+
+		if (!sbx)
+			continue;
+		json_array_foreach(alive, k, id)
+			if (strcmp(json_string_value(id), sbx) == 0)
+				live = 1;
+		if (!runner || !me || strcmp(runner, me) != 0) {
+			verdict = "kept", why = "another runner's enrolment";
+		} else if (live) {
+			verdict = "kept", why = "its sandbox exists";
+		} else if (age < grace) {
+			verdict = "kept", why = "younger than the grace period";
+		} else if (dry) {
+			verdict = "would delete", why = "its sandbox is gone";
+		} else {
+			sr__wait_for(ctx, &w, sr__tunnel_release(t, sr__next_req(), sbx, sr__wait_done,
+								 &w));
+			if (w.status == SR_OK) {
+				verdict = "deleted", why = "its sandbox is gone";
+			} else {
+				verdict = "failed", why = w.message ? w.message : sr__strerror(w.status);
+				failed++;
+			}
+		}
+		if (as_json) {
+			json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind", "enrolment", "sandbox",
+					      sbx, "tunnel", t->desc->name, "verdict", verdict, "reason",
+					      why);
+			char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+			if (text)
+				printf("%s\n", text);
+			free(text);
+			json_decref(o);
+		} else {
+			printf("%-12s %-6s %-28s %s (tunnel %s)\n", verdict, "enrol", sbx, why,
+			       t->desc->name);
+		}
+		sr__wait_clear(&w);
+	}
+	json_decref(ans);
+	return failed;
+}
+
 static const char janitor_help[] =
 	"Usage: sandrun janitor [--dry-run] [--grace DURATION] [--json]\n"
 	"\n"
@@ -244,6 +332,10 @@ static const char janitor_help[] =
 	"over, retried when an earlier deletion failed. Secrets that no lease of this\n"
 	"runner names are reported as foreign and never touched. Safe to run at any\n"
 	"time, and twice at once.\n"
+	"\n"
+	"Then the configured tunnel's enrolments of this runner (NetBird: the peer,\n"
+	"policy, setup key and group of a sandbox) whose sandbox is gone, after the\n"
+	"grace period.\n"
 	"\n"
 	"  -n, --dry-run   say what would be deleted, delete nothing\n"
 	"  -g, --grace D   minimum age of a sandbox to delete\n"
@@ -268,7 +360,7 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 	time_t now = time(NULL);
 	sr__ctx ctx;
 	sr__plugin *p;
-	json_t *list = NULL, *box;
+	json_t *list = NULL, *box, *alive = json_array();
 	size_t i;
 
 	while ((c = getopt_long(argc, argv, "c:ng:jh", lopts, NULL)) != -1) {
@@ -344,6 +436,9 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 				failed++;
 			}
 		}
+		if (strcmp(verdict, "kept") == 0 || strcmp(verdict, "would delete") == 0 ||
+		    strcmp(verdict, "failed") == 0)
+			json_array_append_new(alive, json_string(id));
 		format_age(age, agebuf, sizeof(agebuf));
 		if (as_json) {
 			json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:I}", "id", id, "verdict",
@@ -362,8 +457,10 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 	if (!as_json && json_array_size(list) == 0)
 		printf("no sandboxes of this runner on provider '%s'\n", p->desc->name);
 	failed += maintain(&ctx, p, dry, grace, as_json);
+	failed += tunnel_orphans(&ctx, alive, dry, grace, as_json);
 	rc = failed ? SR_EXIT_FAIL : SR_EXIT_OK;
 out:
+	json_decref(alive);
 	json_decref(list);
 	sr__ctx_cleanup(&ctx);
 	return rc;

@@ -27,6 +27,7 @@ static void usage(FILE *out)
 		"  sandbox SUBCOMMAND        list, create, exec, park, reconnect, destroy sandboxes\n"
 		"  janitor [--dry-run]       delete this runner's sandboxes that no session needs\n"
 		"  endpoint NAME|URL         how a sandbox reaches a runner-side service (and through which tunnel)\n"
+		"  tunnel enrol|verify|release|list  drive the configured tunnel plugin by hand\n"
 		"  image-recipe DIR          a Dockerfile for a remote provider's sandbox image\n"
 		"  tools serve|check ...     answer tool calls from a relay directory (and MCP over HTTP)\n"
 		"\n"
@@ -98,6 +99,8 @@ int main(int argc, char **argv)
 		return sr__cmd_image_recipe(argc, argv, config_path);
 	if (strcmp(cmd, "endpoint") == 0)
 		return sr__cmd_endpoint(argc, argv, config_path);
+	if (strcmp(cmd, "tunnel") == 0)
+		return sr__cmd_tunnel(argc, argv, config_path);
 	if (strcmp(cmd, "janitor") == 0)
 		return sr__cmd_janitor(argc, argv, config_path);
 	if (strcmp(cmd, "exec") == 0)

@@ -48,6 +48,11 @@ int sr__tunnel_probe(sr__plugin *p, uint64_t req, const char *url,
 	ASYNC(probe, req, url);
 }
 
+int sr__tunnel_enrolments(sr__plugin *p, uint64_t req, sr_done_fn done, void *ud)
+{
+	ASYNC(enrolments, req);
+}
+
 int sr__tunnel_cancel(sr__plugin *p, uint64_t req)
 {
 	char msg[160];

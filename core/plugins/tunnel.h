@@ -16,6 +16,7 @@ int sr__tunnel_release(sr__plugin *p, uint64_t req, const char *sandbox_id,
 		       sr_done_fn done, void *ud);
 int sr__tunnel_probe(sr__plugin *p, uint64_t req, const char *url,
 		     sr_done_fn done, void *ud);
+int sr__tunnel_enrolments(sr__plugin *p, uint64_t req, sr_done_fn done, void *ud);
 int sr__tunnel_cancel(sr__plugin *p, uint64_t req);
 
 #endif

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 1
+#define SR_ABI_MINOR 2
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -512,6 +512,13 @@ typedef struct sr_tunnel_ops {
 	int (*probe)(void *self, uint64_t req, const char *url,
 		     sr_done_fn done, void *ud);
 	int (*cancel)(void *self, uint64_t req);
+
+	/* ABI 2.2. Optional: every enrolment this plugin holds a record of
+	 * (for `sandrun janitor`); json: {"items": [{"sandbox", "name",
+	 * "created": unix seconds, "runner": the "runner" of enrol's
+	 * params}]}. enrol's params carry "runner" (the runner's id) for
+	 * this. */
+	int (*enrolments)(void *self, uint64_t req, sr_done_fn done, void *ud);
 } sr_tunnel_ops;
 
 /* ----------------------------------------------------- harness plugins */
