@@ -12,7 +12,7 @@
 //    service does not answer gives 502 with ngrok-error-code
 //    ERR_NGROK_8012, an unknown host 404 ERR_NGROK_3200.
 //
-// Usage: node ngrok.mjs --cert FILE --key FILE [--tunnel NAME=ADDR]...
+// Usage: node ngrok.mjs --cert FILE --key FILE | --edge URL [--tunnel NAME=ADDR]...
 //        [--http-tunnel NAME=ADDR]... (an http:// public URL, as ngrok v2 also made)
 // Prints "ready API_PORT EDGE_PORT" on standard output once listening.
 import http from "node:http";
@@ -21,16 +21,17 @@ import crypto from "node:crypto";
 import { startEdge } from "./edge.mjs";
 
 const args = process.argv.slice(2);
-let cert = null, key = null;
+let cert = null, key = null, externalEdge = null;
 const initial = [];
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--cert") cert = fs.readFileSync(args[++i]);
   else if (args[i] === "--key") key = fs.readFileSync(args[++i]);
   else if (args[i] === "--tunnel") initial.push([args[++i], "https"]);
   else if (args[i] === "--http-tunnel") initial.push([args[++i], "http"]);
+  else if (args[i] === "--edge") externalEdge = args[++i];
   else { console.error(`ngrok emulator: unknown argument ${args[i]}`); process.exit(2); }
 }
-if (!cert || !key) { console.error("ngrok emulator: --cert and --key are required"); process.exit(2); }
+if ((!cert || !key) && !externalEdge) { console.error("ngrok emulator: --cert and --key (or --edge) are required"); process.exit(2); }
 
 const tunnels = new Map(); // name -> tunnel object
 
@@ -124,8 +125,18 @@ let ready = 0, edgePort = 0;
 function listening() {
   if (++ready === 2) process.stdout.write(`ready ${api.address().port} ${edgePort}\n`);
 }
-const edge = startEdge({ cert, key }, (port) => { edgePort = port; listening(); });
-// The agent's tunnels are the edge's routes.
+// The agent's tunnels are the edge's routes: an edge of its own, or the
+// one --edge names (its control URL), shared with other emulators.
+function edgeCall(method, path, body) {
+  const data = body ? JSON.stringify(body) : "";
+  const r = http.request(`${externalEdge}${path}`, { method, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => res.resume());
+  r.on("error", () => {});
+  r.end(data);
+}
+const edge = externalEdge
+  ? { routes: { set: (host, r) => edgeCall("POST", "/routes", { host, ...r }), delete: (host) => edgeCall("DELETE", `/routes/${encodeURIComponent(host)}`) } }
+  : startEdge({ cert, key }, (port) => { edgePort = port; listening(); });
+if (externalEdge) { edgePort = Number(new URL(externalEdge).port); ready++; }
 function route(t) {
   edge.routes.set(new URL(t.public_url).hostname, { origin: t.config.addr, provider: "ngrok", sse: true, max_in_flight: 0, in_flight: 0, count: 0 });
 }
