@@ -156,8 +156,10 @@ int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
 		fputs(help, stderr);
 		return SR_EXIT_USAGE;
 	}
-	if ((rc = sr__cli_setup(&ctx, config_path)) != SR_EXIT_OK)
+	if ((rc = sr__cli_setup(&ctx, config_path)) != SR_EXIT_OK) {
+		sr__ctx_cleanup(&ctx);
 		return rc;
+	}
 	if (ctx.rc.tunnel) {
 		if (!(tun = sr__registry_find(ctx.reg, SR_PLUGIN_TUNNEL, ctx.rc.tunnel))) {
 			fprintf(stderr, "sandrun: tunnel '%s' is configured but no such plugin was "
@@ -180,7 +182,7 @@ int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
 	} else if (strstr(arg, "://")) {
 		memset(&spec, 0, sizeof(spec));
 		spec.url = arg;
-	} else if ((rc = sr__endpoint_config(&ctx, arg, &spec, why, sizeof(why))) != SR_OK) {
+	} else if (sr__endpoint_config(&ctx, arg, &spec, why, sizeof(why)) != SR_OK) {
 		fprintf(stderr, "sandrun: %s\n", why);
 		sr__ctx_cleanup(&ctx);
 		return SR_EXIT_CONFIG;

@@ -360,7 +360,7 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 	time_t now = time(NULL);
 	sr__ctx ctx;
 	sr__plugin *p;
-	json_t *list = NULL, *box, *alive = json_array();
+	json_t *list = NULL, *box, *alive = NULL;
 	size_t i;
 
 	while ((c = getopt_long(argc, argv, "c:ng:jh", lopts, NULL)) != -1) {
@@ -393,6 +393,7 @@ int sr__cmd_janitor(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "sandrun janitor: unexpected argument '%s'\n", argv[optind]);
 		return SR_EXIT_USAGE;
 	}
+	alive = json_array();
 	rc = sr__cli_setup(&ctx, config_path);
 	if (rc != SR_EXIT_OK || !(p = sr__cli_provider(&ctx)) ||
 	    !(state = sr__ctx_state_dir(&ctx))) {

@@ -201,13 +201,14 @@ int sr__cmd_tunnel(int argc, char **argv, const char *config_path)
 	    (strcmp(sub, "verify") == 0 && !sandbox) ||
 	    (strcmp(sub, "release") == 0 && !sandbox == !all) ||
 	    (strcmp(sub, "list") == 0 && sandbox) ||
-	    (strcmp(sub, "enrol") && strcmp(sub, "verify") && strcmp(sub, "release") &&
-	     strcmp(sub, "list"))) {
+	    (strcmp(sub, "enrol") != 0 && strcmp(sub, "verify") != 0 &&
+	     strcmp(sub, "release") != 0 && strcmp(sub, "list") != 0)) {
 		fputs(help, stderr);
 		json_decref(ports);
 		return SR_EXIT_USAGE;
 	}
 	if ((rc = sr__cli_setup(&ctx, config_path)) != SR_EXIT_OK) {
+		sr__ctx_cleanup(&ctx);
 		json_decref(ports);
 		return rc;
 	}

@@ -46,7 +46,7 @@ struct sr__endpoint_job {
 	int named;             /* a configured [endpoint.NAME] */
 	int needs_sse;
 	unsigned min_in_flight;
-	int refs;              /* the job, the timer, a lookup, a tunnel call */
+	int refs;              /* the timer (the job's own), a lookup, a tunnel call */
 	int finished;
 };
 
@@ -98,8 +98,8 @@ static void finish(sr__endpoint_job *j, int status, const char *message)
 		emit(j, "endpoint.failed", json_pack("{s:s}", "message", message));
 		j->done(j->ud, status, NULL, NULL, message);
 	}
+	/* The job's own reference is its timer's: released once closed. */
 	uv_close((uv_handle_t *)&j->timer, on_timer_closed);
-	unref(j);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -235,7 +235,7 @@ static void probe(sr__endpoint_job *j)
 		.method = "GET",
 		.url = j->candidate,
 		.timeout_ms = j->probe_timeout_ms,
-		.max_response = 64 * 1024,
+		.max_response = (size_t)64 * 1024,
 	};
 	struct sr__http *h = sr__ctx_http(j->ctx);
 
@@ -588,7 +588,7 @@ sr__endpoint_job *sr__endpoint_resolve(sr__ctx *ctx, const sr__endpoint_spec *sp
 	j->event = event;
 	j->done = done;
 	j->ud = ud;
-	j->refs = 2; /* the job until it finishes, and its timer */
+	j->refs = 1; /* the job's, held by its timer until it is closed */
 	uv_timer_init(ctx->loop, &j->timer);
 	j->timer.data = j;
 	schedule(j, 0);
@@ -609,7 +609,6 @@ void sr__endpoint_cancel(sr__endpoint_job *j)
 		uv_cancel((uv_req_t *)&j->gai);
 	j->done(j->ud, SR_ECANCELED, NULL, NULL, "cancelled");
 	uv_close((uv_handle_t *)&j->timer, on_timer_closed);
-	unref(j);
 }
 
 int sr__endpoint_config(sr__ctx *ctx, const char *name, sr__endpoint_spec *spec,
@@ -650,7 +649,7 @@ int sr__endpoint_config(sr__ctx *ctx, const char *name, sr__endpoint_spec *spec,
 		return SR_EINVAL;
 	}
 	if ((v = sr__config_get(ctx->config, section, "sse"))) {
-		if (strcmp(v, "yes") && strcmp(v, "no")) {
+		if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
 			snprintf(why, n, "[%s] sse: '%s' is not yes or no", section, v);
 			return SR_EINVAL;
 		}

@@ -190,7 +190,7 @@ static void on_quicktunnel(void *ud, const sr_result *r)
 		}
 		t->state = T_READY;
 		t->cf->h->log(t->cf->h, SR_LOG_INFO, "quick tunnel to %s: https://%s", t->local,
-			      host);
+			      t->hostname);
 		answer(t, SR_OK, NULL);
 		return;
 	}
