@@ -340,7 +340,8 @@ static int cf_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 	waiter *w;
 	qt *t;
 
-	if (!local_url || (strncmp(local_url, "http://", 7) && strncmp(local_url, "https://", 8))) {
+	if (!local_url ||
+	    (strncmp(local_url, "http://", 7) != 0 && strncmp(local_url, "https://", 8) != 0)) {
 		c->h->log(c->h, SR_LOG_ERROR, "'%s' is not an http(s) URL", local_url ? local_url : "");
 		return SR_EINVAL;
 	}
@@ -520,6 +521,8 @@ static int cf_doctor(void *self, sr_done_fn done, void *ud)
 		free(k);
 		return c->h->complete(c->h, done, ud, &r);
 	}
+	/* k is the process's now: check_exit frees it. */
+	// cppcheck-suppress memleak
 	return SR_OK;
 }
 
@@ -552,9 +555,10 @@ static int cf_init(const sr_host *h, void **self)
 static void cf_fini(void *self)
 {
 	cf *c = self;
+	qt *t, *next;
 
-	while (c->tunnels) {
-		qt *t = c->tunnels;
+	for (t = c->tunnels; t; t = next) {
+		next = t->next;
 		stop_polling(t);
 		if (t->waiters)
 			answer(t, SR_ECANCELED, "the plugin is stopping");
@@ -562,8 +566,11 @@ static void cf_fini(void *self)
 			c->h->proc_kill(t->proc, SIGKILL);
 			c->h->log(c->h, SR_LOG_WARN, "cloudflared for %s killed at exit", t->local);
 		}
-		qt_free(t);
+		free(t->local);
+		free(t->hostname);
+		free(t);
 	}
+	c->tunnels = NULL;
 	if (c->release_kill)
 		c->h->timer_stop(c->release_kill);
 	free(c);

@@ -150,7 +150,7 @@ static int api(op *o, const char *method, const char *path, json_t *body)
 		.body = text,
 		.body_len = text ? strlen(text) : 0,
 		.timeout_ms = API_TIMEOUT_MS,
-		.max_response = 4 * 1024 * 1024,
+		.max_response = (size_t)4 * 1024 * 1024,
 	};
 	int rc;
 
@@ -166,7 +166,7 @@ static long http_status(const sr_result *r)
 	json_t *j;
 	long s;
 
-	if (r->status != SR_OK)
+	if (!r || r->status != SR_OK)
 		return 0;
 	j = json_loads(r->json ? r->json : "", 0, NULL);
 	s = (long)json_integer_value(json_object_get(j, "status"));
@@ -176,6 +176,8 @@ static long http_status(const sr_result *r)
 
 static json_t *body_of(const sr_result *r)
 {
+	if (!r)
+		return NULL;
 	return json_loadb(r->data ? r->data : "", r->len, 0, NULL);
 }
 
@@ -185,6 +187,10 @@ static const char *api_error(nb *n, const char *what, const sr_result *r, char *
 {
 	json_t *b;
 
+	if (!r) {
+		snprintf(buf, len, "%s: no answer", what);
+		return buf;
+	}
 	if (r->status != SR_OK) {
 		snprintf(buf, len, "%s: NetBird's API at %s: %s", what, n->api,
 			 r->message ? r->message : n->h->strerror(r->status));
@@ -205,6 +211,8 @@ static int fail_status(const sr_result *r)
 {
 	long s = http_status(r);
 
+	if (!r)
+		return SR_EIO;
 	if (r->status != SR_OK)
 		return r->status;
 	return s == 401 || s == 403 || (s == 404) ? SR_EPERM : SR_EHTTP;
@@ -434,7 +442,7 @@ static int nb_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 	(void)req;
 	if (!n->started || !n->runner_ip)
 		return SR_ESTATE;
-	if (!h || (strncmp(local_url, "http://", 7) && strncmp(local_url, "https://", 8)))
+	if (!h || (strncmp(local_url, "http://", 7) != 0 && strncmp(local_url, "https://", 8) != 0))
 		return SR_EINVAL;
 	h += 3;
 	if (*h == '[')
@@ -1067,12 +1075,12 @@ static int nb_init(const sr_host *h, void **self)
 	unsigned long secs = 600;
 	size_t len;
 
-	if (api && strncmp(api, "http://", 7) && strncmp(api, "https://", 8))
+	if (api && strncmp(api, "http://", 7) != 0 && strncmp(api, "https://", 8) != 0)
 		return h->config_invalid(h, "api_url", "an http(s) URL of NetBird's management API");
 	if (!tf)
 		return h->config_invalid(h, "token_file", "required: a file holding a personal "
 					 "access token");
-	if (dd && strcmp(dd, "yes") && strcmp(dd, "no"))
+	if (dd && strcmp(dd, "yes") != 0 && strcmp(dd, "no") != 0)
 		return h->config_invalid(h, "delete_default", "yes or no");
 	if (ttl) {
 		char *end;

@@ -183,7 +183,7 @@ static int api_call(op *o, const char *method, const char *path, const char *bod
 		.body = body,
 		.body_len = body ? strlen(body) : 0,
 		.timeout_ms = API_TIMEOUT_MS,
-		.max_response = 1024 * 1024,
+		.max_response = (size_t)1024 * 1024,
 	};
 
 	snprintf(url, sizeof(url), "%s%s", o->n->api, path);
@@ -412,7 +412,7 @@ static void on_listed_resolve(void *ud, const sr_result *r)
 		if (!addr || !url || split_addr(addr, scheme, sizeof(scheme), host, sizeof(host),
 						&port) != 0)
 			continue;
-		if (port != o->port || !same_host(host, o->host) || strcasecmp(scheme, o->scheme))
+		if (port != o->port || !same_host(host, o->host) || strcasecmp(scheme, o->scheme) != 0)
 			continue;
 		if (!best || (strncmp(url, "https://", 8) == 0 && strncmp(best, "https://", 8) != 0))
 			best = url;
@@ -439,7 +439,7 @@ static int ng_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 
 	if (!local_url || !strstr(local_url, "://") ||
 	    split_addr(local_url, scheme, sizeof(scheme), host, sizeof(host), &port) != 0 ||
-	    (strcasecmp(scheme, "http") && strcasecmp(scheme, "https"))) {
+	    (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0)) {
 		n->h->log(n->h, SR_LOG_ERROR, "'%s' is not an http(s) URL with a host",
 			  local_url ? local_url : "");
 		return SR_EINVAL;
@@ -552,8 +552,8 @@ static int ng_init(const sr_host *h, void **self)
 
 	if (api && strncmp(api, "http://", 7) != 0 && strncmp(api, "https://", 8) != 0)
 		return h->config_invalid(h, "api_url", "an http(s) URL of the ngrok agent's API");
-	if (create && strcmp(create, "yes") && strcmp(create, "no") && strcmp(create, "true") &&
-	    strcmp(create, "false"))
+	if (create && strcmp(create, "yes") != 0 && strcmp(create, "no") != 0 &&
+	    strcmp(create, "true") != 0 && strcmp(create, "false") != 0)
 		return h->config_invalid(h, "create", "yes or no");
 	if (!(n = calloc(1, sizeof(*n))) || !(n->api = strdup(api ? api : DEFAULT_API))) {
 		free(n);
