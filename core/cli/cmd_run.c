@@ -24,7 +24,7 @@ static const char run_help[] =
 	"Usage: sandrun run [--config FILE] [--harness NAME] [--session ID]\n"
 	"                   [--tools FILE] [--mcp-servers FILE] [--model-url URL]\n"
 	"                   [--network open|off] [--network-enforcement strict|best_effort]\n"
-	"                   [--json] [--approve-all | --deny-all]\n"
+	"                   [--json] [--approve-all | --deny-all] [--endpoint NAME]...\n"
 	"                   [--server URL [--token-file FILE]] PROMPT\n"
 	"\n"
 	"Run one turn of a coding agent in a sandbox of the configured provider.\n"
@@ -33,7 +33,10 @@ static const char run_help[] =
 	"see 'sandrun tools --help'); --mcp-servers adds the user's MCP servers (a\n"
 	"JSON array of ACP mcpServers entries). --model-url points the agent at a\n"
 	"model endpoint; credentials come from the runner's environment\n"
-	"(ANTHROPIC_API_KEY, OPENAI_API_KEY, ...).\n"
+	"(ANTHROPIC_API_KEY, OPENAI_API_KEY, ...). --endpoint NAME (up to 8) gives the\n"
+	"agent a runner-side service of the configuration ([endpoint.NAME]) as\n"
+	"SANDRUN_ENDPOINT_NAME, at the URL a sandbox of the provider reaches it by\n"
+	"(see 'sandrun endpoint --help'); a service it cannot reach fails the run.\n"
 	"\n"
 	"With --json, or when standard output is not a terminal, events are printed\n"
 	"as NDJSON, and permission requests are answered by lines on standard\n"
@@ -413,6 +416,7 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		{ "deny-all", no_argument, NULL, 'D' },
 		{ "server", required_argument, NULL, 'S' },
 		{ "token-file", required_argument, NULL, 'T' },
+		{ "endpoint", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -424,7 +428,7 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	memset(&o, 0, sizeof(o));
 	o.enforcement_strict = 1;
 	o.ask_policy = SR_ASK_WAIT;
-	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADS:T:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADS:T:P:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config_path = optarg; break;
 		case 'H': o.harness = optarg; break;
@@ -437,6 +441,14 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		case 'D': o.ask_policy = SR_ASK_DENY; break;
 		case 'S': server = optarg; break;
 		case 'T': token_file = optarg; break;
+		case 'P':
+			if (o.n_endpoints >= SR__RUN_MAX_ENDPOINTS) {
+				fprintf(stderr, "sandrun run: at most %d --endpoint\n",
+					SR__RUN_MAX_ENDPOINTS);
+				return SR_EXIT_USAGE;
+			}
+			o.endpoints[o.n_endpoints++] = optarg;
+			break;
 		case 'n':
 			if (strcmp(optarg, "open") != 0 && strcmp(optarg, "off") != 0) {
 				fprintf(stderr, "sandrun run: --network '%s': expected open or off\n", optarg);
@@ -465,6 +477,10 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	o.prompt = argv[optind];
+	if (server && o.n_endpoints) {
+		fprintf(stderr, "sandrun run: --endpoint is not offered through --server yet\n");
+		return SR_EXIT_USAGE;
+	}
 	if (token_file && !server) {
 		fprintf(stderr, "sandrun run: --token-file goes with --server\n");
 		return SR_EXIT_USAGE;

@@ -30,6 +30,7 @@
 #include "core/run/creds.h"
 #include "core/plugins/provider.h"
 #include "core/run/pool.h"
+#include "core/run/endpoint.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/tools/relay_bridge.h"
@@ -47,6 +48,12 @@ static void release_sandbox(sr__run *r);
  * callback lands after that. */
 static void advance(sr__run *r)
 {
+	if (r->phase == SR__RUN_STOPPING && r->ep_job) {
+		/* Its callback lands at once, counted off without advancing. */
+		struct sr__endpoint_job *j = r->ep_job;
+		r->ep_job = NULL;
+		sr__endpoint_cancel(j);
+	}
 	if (r->phase == SR__RUN_STOPPING) {
 		/* After a clean turn the agent may live on in the warm pool;
 		 * otherwise it is stopped and its exit lands later. */
@@ -389,6 +396,7 @@ void sr__run_free(sr__run *r)
 	json_decref(r->stored_shim);
 	json_decref(r->files);
 	json_decref(r->env);
+	json_decref(r->ep_env);
 	free(r->acquired);
 	free(r->sandbox_id);
 	free(r->workspace);

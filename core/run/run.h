@@ -21,6 +21,8 @@ enum {
 	SR_RUN_EXIT_CANCELLED = 130
 };
 
+#define SR__RUN_MAX_ENDPOINTS 8
+
 typedef struct sr__run_opts {
 	const char *harness;     /* NULL: the first enabled harness */
 	const char *session;     /* resume this session, or NULL */
@@ -33,6 +35,11 @@ typedef struct sr__run_opts {
 	json_t *tools;           /* a tools-file array, or NULL */
 	json_t *mcp_servers;     /* an array of ACP mcpServers entries, or NULL */
 	const char *model_url;   /* the model endpoint, or NULL */
+	/* Runner-side services the agent reaches ([endpoint.NAME] names,
+	 * resolved once the sandbox exists; the agent gets each URL as
+	 * SANDRUN_ENDPOINT_<NAME>). */
+	const char *endpoints[SR__RUN_MAX_ENDPOINTS];
+	size_t n_endpoints;
 	/* The values of the harness's credential variables, {NAME: value},
 	 * borrowed for the run's life; NULL: the runner's environment (as
 	 * sandrun run). With an object, only its values are used: a service

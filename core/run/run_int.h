@@ -104,6 +104,10 @@ struct sr__run {
 	int next_perm;
 	uint64_t t0, t_phase;
 	sr__event_sink sink;     /* its plugins' events */
+	/* The endpoints, resolved one after the other (run_prepare.c). */
+	struct sr__endpoint_job *ep_job;
+	size_t ep_index;
+	json_t *ep_env;          /* {"name", "value"} for the agent */
 };
 
 /* A copy of o's string member key, or NULL. */

@@ -10,6 +10,7 @@
 #include "core/plugins/harness.h"
 #include "core/host/log.h"
 #include "core/run/creds.h"
+#include "core/run/endpoint.h"
 #include "core/run/plan.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
@@ -273,6 +274,16 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		refuse(r, code, msg, exit_code);
 		sr__run_free(r);
 		return SR_EPERM;
+	}
+	/* Each endpoint is configured (its route is resolved once the
+	 * sandbox exists). */
+	for (size_t i = 0; i < o->n_endpoints; i++) {
+		sr__endpoint_spec spec;
+		if (sr__endpoint_config(ctx, o->endpoints[i], &spec, msg, sizeof(msg)) != SR_OK) {
+			refuse(r, "endpoint_invalid", msg, exit_code);
+			sr__run_free(r);
+			return SR_EINVAL;
+		}
 	}
 	/* Credentials the provider keeps out of the sandbox: each binding's
 	 * host passes the exact host rule before anything is created. */

@@ -3,6 +3,7 @@
  * and files. */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,11 @@
 #include "core/plugins/harness.h"
 #include "core/host/log.h"
 #include "core/host/node.h"
+#include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
 #include "core/run/creds.h"
 #include "core/run/pool.h"
+#include "core/run/endpoint.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/host/status.h"
@@ -314,6 +317,8 @@ static void on_prepared(void *ud, const sr_result *result)
 		json_array_append(r->env, v);
 	json_array_foreach(json_object_get(res, "env"), i, v)
 		json_array_append(r->env, v);
+	json_array_foreach(r->ep_env, i, v)
+		json_array_append(r->env, v);
 	add_node_runtime(r);
 	add_credentials(r);
 	r->files = sr__run_expand_files(r->home, r->workspace, json_object_get(res, "files"));
@@ -346,6 +351,8 @@ static void prepare(sr__run *r)
 		return;
 	prepare_harness(r);
 }
+
+static void resolve_next_endpoint(sr__run *r);
 
 static void on_sandbox(void *ud, const sr_result *res)
 {
@@ -407,7 +414,77 @@ static void on_sandbox(void *ud, const sr_result *res)
 			  r->sandbox_id,
 			  "workspace", r->workspace));
 	sr__run_timing(r, "sandbox_start");
-	prepare(r);
+	r->ep_index = 0;
+	resolve_next_endpoint(r);
+}
+
+/* ------------------------------------------------------------ endpoints */
+
+static void on_endpoint_event(void *ud, json_t *ev)
+{
+	sr__run_emit(ud, json_incref(ev));
+}
+
+static void on_endpoint(void *ud, int status, const char *url, const char *source,
+			const char *message)
+{
+	sr__run *r = ud;
+	char name[80];
+	size_t i;
+
+	(void)source;
+	r->ep_job = NULL;
+	if (status == SR_ECANCELED && r->phase >= SR__RUN_STOPPING) {
+		r->inflight--; /* advance, which cancelled it, goes on */
+		return;
+	}
+	if (!sr__run_landed(r))
+		return;
+	if (status != SR_OK) {
+		sr__run_fail(r, "endpoint_unreachable", "%s", message ? message : sr__strerror(status));
+		return;
+	}
+	snprintf(name, sizeof(name), "SANDRUN_ENDPOINT_%s", r->o.endpoints[r->ep_index]);
+	for (i = 17; name[i]; i++)
+		name[i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
+	if (!r->ep_env)
+		r->ep_env = json_array();
+	json_array_append_new(r->ep_env, json_pack("{s:s, s:s}", "name", name, "value", url));
+	r->ep_index++;
+	resolve_next_endpoint(r);
+}
+
+/* Each endpoint the run names, as a sandbox of its provider reaches it
+ * (core/run/endpoint.h), then the preparation. */
+static void resolve_next_endpoint(sr__run *r)
+{
+	sr__endpoint_spec spec;
+	sr__plugin *tunnel = NULL;
+	char why[600];
+
+	if (r->ep_index >= r->o.n_endpoints) {
+		prepare(r);
+		return;
+	}
+	if (sr__endpoint_config(r->ctx, r->o.endpoints[r->ep_index], &spec, why,
+				sizeof(why)) != SR_OK) {
+		sr__run_fail(r, "endpoint_invalid", "%s", why);
+		return;
+	}
+	if (r->ctx->rc.tunnel &&
+	    (!(tunnel = sr__registry_find(r->ctx->reg, SR_PLUGIN_TUNNEL, r->ctx->rc.tunnel)) ||
+	     sr__plugin_start(r->ctx, tunnel) != SR_OK)) {
+		sr__run_fail(r, "tunnel_unavailable", "tunnel '%s' is configured but %s",
+			     r->ctx->rc.tunnel, tunnel ? "did not start" : "no such plugin is loaded");
+		return;
+	}
+	spec.host_network = !(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE);
+	spec.tunnel = tunnel;
+	if (!(r->ep_job = sr__endpoint_resolve(r->ctx, &spec, on_endpoint_event, on_endpoint, r))) {
+		sr__run_fail(r, "out_of_memory", "out of memory resolving the endpoints");
+		return;
+	}
+	r->inflight++;
 }
 
 /* The session's old sandbox is gone (or could not be removed: the

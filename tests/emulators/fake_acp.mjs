@@ -10,6 +10,7 @@
 //   cancel          the prompt waits until session/cancel, then ends
 //                   with stopReason "cancelled"
 //   ok              answers "hello from the fake agent" and ends the turn
+//   env:NAME        answers "NAME=<its value in the agent's environment>"
 //   permission      asks session/request_permission (allow once / reject
 //                   once), says which option came back, ends the turn
 //   slow:MS         "working..." then, MS milliseconds later, ends the turn
@@ -37,6 +38,12 @@ const say = (sessionId, text) => send({ method: 'session/update', params: { sess
 
 async function prompt(id, sessionId, text) {
   const mode = baseMode === 'prompt' ? text.trim() : baseMode;
+  if (mode.startsWith('env:')) {
+    const name = mode.slice(4);
+    say(sessionId, `${name}=${process.env[name] ?? '(unset)'}`);
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
   if (mode === 'ok') {
     say(sessionId, 'hello from the fake agent');
     send({ id, result: { stopReason: 'end_turn' } });

@@ -114,5 +114,36 @@ rc=$?
 grep_in "... with session_conflict" "$T/slow.out" '"code":"session_conflict"'
 "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" get "$ses" >"$T/rec" 2>&1
 grep_in "the pointer is the winner's turn 2" "$T/rec" '"turn":2'
+# Endpoints: a runner-side service reaches the agent as an environment
+# variable, at the URL the sandbox reaches it by; one the sandbox cannot
+# reach fails the run, naming why; one not configured is refused first.
+SANDRUN_ENDPOINT_DOCS_URL=$CB_URL SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
+	expect "a run with an endpoint" 0 "$S" run --json --endpoint docs env:SANDRUN_ENDPOINT_DOCS
+grep_in "  the agent has its URL" "$T/out" "SANDRUN_ENDPOINT_DOCS=$CB_URL"
+grep_in "  the decision is an event of the run" "$T/out" '"type":"endpoint.resolved","service":"docs","source":"configured","url":"'"$CB_URL"'"'
+gate "an endpoint that is not configured" endpoint_invalid --endpoint nope hi
+before=$(count)
+SANDRUN_ENDPOINT_DOWN_URL=http://127.0.0.1:1 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
+	expect "an endpoint that does not answer fails the run" 6 "$S" run --json --endpoint down ok
+grep_in "  with endpoint_unreachable, naming every source" "$T/out" '"code":"endpoint_unreachable","message":"no route from the sandbox to service .down.*public override: none is set.*tunnel: no tunnel is configured'
+grep_in "  after bounded retries, each an event" "$T/out" '"type":"endpoint.retry","service":"down","source":"configured","attempt":3,"of":4'
+[ "$(count)" = "$before" ] && ok "  and its sandbox is removed" || fail "  and its sandbox is removed ($(count) vs $before)"
+# Ctrl-C while an endpoint is being retried: the resolution is cancelled
+# and the run ends at once, as a cancelled turn.
+SANDRUN_ENDPOINT_DOWN_URL=http://127.0.0.1:1 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
+	"$S" run --json --endpoint down ok >"$T/out" 2>"$T/err" &
+pid=$!
+for _ in $(seq 100); do grep -q endpoint.retry "$T/out" && break; sleep 0.05; done
+t0=$(date +%s%N)
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+t1=$(date +%s%N)
+[ "$rc" -eq 130 ] && ok "Ctrl-C during endpoint retries: exit 130" || fail "Ctrl-C during endpoint retries: exit 130 (got $rc)"
+[ $(( (t1 - t0) / 1000000 )) -lt 1500 ] && ok "  at once ($(( (t1 - t0) / 1000000 )) ms)" ||
+	fail "  at once ($(( (t1 - t0) / 1000000 )) ms)"
+grep_in "  as a cancelled turn" "$T/out" '"stop_reason":"cancelled"'
+grep -q endpoint.failed "$T/out" && fail "  not as an endpoint failure" || ok "  not as an endpoint failure"
+expect "--endpoint is refused with --server (not offered there yet)" 2 "$S" run --server http://127.0.0.1:1 --endpoint docs hi
 stop_callbacks
 finish
