@@ -276,7 +276,13 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		return SR_EPERM;
 	}
 	/* Each endpoint is configured (its route is resolved once the
-	 * sandbox exists). */
+	 * sandbox exists), and the sandbox has a network to reach it by. */
+	if (o->n_endpoints && o->network == SR_NET_OFF) {
+		refuse(r, "endpoint_without_network", "--endpoint needs a network: the sandbox "
+		       "of a run with network off reaches no service", exit_code);
+		sr__run_free(r);
+		return SR_EPERM;
+	}
 	for (size_t i = 0; i < o->n_endpoints; i++) {
 		sr__endpoint_spec spec;
 		if (sr__endpoint_config(ctx, o->endpoints[i], &spec, msg, sizeof(msg)) != SR_OK) {

@@ -122,6 +122,8 @@ SANDRUN_ENDPOINT_DOCS_URL=$CB_URL SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=promp
 grep_in "  the agent has its URL" "$T/out" "SANDRUN_ENDPOINT_DOCS=$CB_URL"
 grep_in "  the decision is an event of the run" "$T/out" '"type":"endpoint.resolved","service":"docs","source":"configured","url":"'"$CB_URL"'"'
 gate "an endpoint that is not configured" endpoint_invalid --endpoint nope hi
+SANDRUN_ENDPOINT_DOCS_URL=$CB_URL gate "an endpoint with network off" endpoint_without_network \
+	--network off --endpoint docs hi
 before=$(count)
 SANDRUN_ENDPOINT_DOWN_URL=http://127.0.0.1:1 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
 	expect "an endpoint that does not answer fails the run" 6 "$S" run --json --endpoint down ok
