@@ -73,8 +73,13 @@ static void on_event(void *ud, json_t *ev)
 			json_string_value(json_object_get(ev, "reason")),
 			(long long)json_integer_value(json_object_get(ev, "delay_ms")));
 	else if (strcmp(type, "endpoint.resolved") == 0)
-		fprintf(stderr, "endpoint %s: %s: %s answers\n", svc, src,
-			json_string_value(json_object_get(ev, "url")));
+		fprintf(stderr, "endpoint %s: %s: %s answers%s%s%s\n", svc, src,
+			json_string_value(json_object_get(ev, "url")),
+			json_is_true(json_object_get(ev, "enrolment")) ?
+			" (from a sandbox enrolled in tunnel '" : "",
+			json_is_true(json_object_get(ev, "enrolment")) ?
+			json_string_value(json_object_get(ev, "via")) : "",
+			json_is_true(json_object_get(ev, "enrolment")) ? "': sandrun tunnel enrol)" : "");
 }
 
 static void on_done(void *ud, int status, const char *url, const char *source,
@@ -88,21 +93,6 @@ static void on_done(void *ud, int status, const char *url, const char *source,
 	j->url = url ? strdup(url) : NULL;
 	j->source = source ? strdup(source) : NULL;
 	j->message = message ? strdup(message) : NULL;
-}
-
-static int release(sr__ctx *ctx, sr__plugin *t)
-{
-	sr__wait w = { 0 };
-	int rc = SR_EXIT_OK;
-
-	sr__wait_for(ctx, &w, sr__tunnel_release(t, sr__next_req(), NULL, sr__wait_done, &w));
-	if (w.status != SR_OK && w.status != SR_EUNSUPPORTED) {
-		fprintf(stderr, "sandrun: tunnel '%s' could not release what it made: %s\n",
-			t->desc->name, w.message ? w.message : sr__strerror(w.status));
-		rc = SR_EXIT_FAIL;
-	}
-	sr__wait_clear(&w);
-	return rc;
 }
 
 int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
@@ -194,6 +184,9 @@ int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
 	spec.host_network = !(sr__provider_capabilities(prov) & SR_CAP_REMOTE);
 	spec.tunnel = tun;
 	spec.attempts = attempts;
+	/* The answer is for a sandbox as the tunnel would have it: enrolled,
+	 * when the tunnel enrols (NetBird: sandrun tunnel enrol). */
+	spec.enrolled = 1;
 	if (!(ej = sr__endpoint_resolve(&ctx, &spec, on_event, on_done, &j))) {
 		fprintf(stderr, "sandrun: out of memory\n");
 		sr__ctx_cleanup(&ctx);
@@ -213,8 +206,8 @@ int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
 		rc = SR_EXIT_FAIL;
 	}
 	fflush(stdout);
-	if (tun && !keep && release(&ctx, tun) != SR_EXIT_OK && rc == SR_EXIT_OK)
-		rc = SR_EXIT_FAIL;
+	/* A tunnel this resolution made goes at cleanup, unless --keep. */
+	ctx.keep_tunnels = keep;
 	free(j.url);
 	free(j.source);
 	free(j.message);

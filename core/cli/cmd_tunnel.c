@@ -31,8 +31,8 @@ static const char help[] =
 	"           key is written to FILE, created with mode 0600; it is never\n"
 	"           printed. The rest of the answer goes to standard output.\n"
 	"  verify   check that SANDBOX's peer joined (by its exact name)\n"
-	"  release  delete everything the tunnel made for SANDBOX (or for every\n"
-	"           enrolment it holds a record of)\n"
+	"  release  delete everything the tunnel made for SANDBOX (--all: for every\n"
+	"           enrolment it holds a record of, whichever runner made it)\n"
 	"  list     the enrolments the tunnel holds records of\n"
 	"\n"
 	"Options:\n"
@@ -139,6 +139,36 @@ static int list(sr__ctx *ctx, sr__plugin *t, int as_json)
 	return rc;
 }
 
+/* Every enrolment the tunnel holds a record of, one after the other. */
+static int release_all(sr__ctx *ctx, sr__plugin *t)
+{
+	sr__wait w = { 0 };
+	json_t *ans, *e;
+	size_t i;
+	int rc;
+
+	sr__wait_for(ctx, &w, sr__tunnel_enrolments(t, sr__next_req(), sr__wait_done, &w));
+	if ((rc = report(t, &w, "enrolments")) != SR_EXIT_OK) {
+		sr__wait_clear(&w);
+		return rc;
+	}
+	ans = json_loads(w.json ? w.json : "", 0, NULL);
+	sr__wait_clear(&w);
+	json_array_foreach(json_object_get(ans, "items"), i, e) {
+		const char *sbx = json_string_value(json_object_get(e, "sandbox"));
+		if (!sbx)
+			continue;
+		sr__wait_for(ctx, &w, sr__tunnel_release(t, sr__next_req(), sbx, sr__wait_done, &w));
+		if (report(t, &w, "release") != SR_EXIT_OK)
+			rc = SR_EXIT_FAIL;
+		else
+			printf("released %s\n", sbx);
+		sr__wait_clear(&w);
+	}
+	json_decref(ans);
+	return rc;
+}
+
 int sr__cmd_tunnel(int argc, char **argv, const char *config_path)
 {
 	static const struct option lopts[] = {
@@ -240,11 +270,13 @@ int sr__cmd_tunnel(int argc, char **argv, const char *config_path)
 			if ((rc = report(t, &w, "verify")) == SR_EXIT_OK)
 				printf("%s\n", w.json ? w.json : "{}");
 			sr__wait_clear(&w);
-		} else {
+		} else if (sandbox) {
 			sr__wait_for(&ctx, &w, sr__tunnel_release(t, sr__next_req(), sandbox,
 								  sr__wait_done, &w));
 			rc = report(t, &w, "release");
 			sr__wait_clear(&w);
+		} else {
+			rc = release_all(&ctx, t);
 		}
 	}
 	json_decref(ports);

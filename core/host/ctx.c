@@ -13,6 +13,9 @@
 #include "core/host/ctx.h"
 #include "core/host/fsutil.h"
 #include "core/plugins/plugin.h"
+#include "core/plugins/provider.h"
+#include "core/plugins/tunnel.h"
+#include "core/host/status.h"
 #include "core/host/http.h"
 #include "core/host/log.h"
 #include "core/store/db.h"
@@ -273,8 +276,60 @@ int sr__ctx_reload(sr__ctx *ctx, int (*accept)(const sr__config *next, void *ud)
 	return SR_OK;
 }
 
+typedef struct tunnel_release {
+	int done;
+	int status;
+	char message[300];
+} tunnel_release;
+
+static void on_tunnel_released(void *ud, const sr_result *r)
+{
+	tunnel_release *t = ud;
+
+	t->done = 1;
+	t->status = r->status;
+	snprintf(t->message, sizeof(t->message), "%s",
+		 r->message ? r->message : sr__strerror(r->status));
+}
+
+static void on_release_timeout(uv_timer_t *tm)
+{
+	tunnel_release *t = tm->data;
+
+	t->done = -1;
+}
+
+/* What the configured tunnel made to reach runner-side services (an ngrok
+ * tunnel, a quick tunnel's process) goes with the process that made it,
+ * unless it was asked to stay (sandrun endpoint --keep). Bounded: 15 s. */
+static void release_tunnel(sr__ctx *ctx)
+{
+	tunnel_release t = { 0 };
+	uv_timer_t timer;
+	sr__plugin *p;
+
+	if (!ctx->loop || !ctx->reg || !ctx->rc.tunnel || ctx->keep_tunnels ||
+	    !(p = sr__registry_find(ctx->reg, SR_PLUGIN_TUNNEL, ctx->rc.tunnel)) ||
+	    p->started <= 0)
+		return;
+	if (sr__tunnel_release(p, sr__next_req(), NULL, on_tunnel_released, &t) != SR_OK)
+		return;
+	uv_timer_init(ctx->loop, &timer);
+	timer.data = &t;
+	uv_timer_start(&timer, on_release_timeout, 15000, 0);
+	while (!t.done && uv_run(ctx->loop, UV_RUN_ONCE))
+		;
+	uv_close((uv_handle_t *)&timer, NULL);
+	uv_run(ctx->loop, UV_RUN_NOWAIT);
+	if (t.done < 0)
+		sr__log(SR_LOG_WARN, p->section, "what the tunnel made is not released after 15 s");
+	else if (t.status != SR_OK && t.status != SR_EUNSUPPORTED)
+		sr__log(SR_LOG_WARN, p->section, "cannot release what the tunnel made: %s", t.message);
+}
+
 void sr__ctx_cleanup(sr__ctx *ctx)
 {
+	release_tunnel(ctx);
 	for (size_t i = ctx->reg ? ctx->reg->n : 0; i-- > 0;)
 		sr__plugin_stop(ctx->reg->plugins[i]); /* the last started first */
 	sr__registry_free(ctx->reg);

@@ -38,12 +38,17 @@ typedef struct sr__ctx {
 	 * runs and plugins going on borrow their strings. */
 	sr__config **retired;
 	size_t n_retired;
+	/* At cleanup, leave what the tunnel made in place (sandrun endpoint
+	 * --keep); otherwise it is released then. */
+	int keep_tunnels;
 } sr__ctx;
 
 /* Load the configuration (path NULL: the default file, absent is fine),
  * scan the plugin directories plus SANDRUN_PLUGIN_PATH, and warn about
  * unknown sections and keys. Returns SR_EINVAL on a bad configuration. */
 int sr__ctx_init(sr__ctx *ctx, uv_loop_t *loop, const char *config_path);
+/* Releases what the configured tunnel made (unless keep_tunnels), stops
+ * the plugins, frees everything. */
 void sr__ctx_cleanup(sr__ctx *ctx);
 /* Read the configuration file again (sandrund's SIGHUP) for the runs that
  * start from now on. accept (may be NULL) sees the new configuration

@@ -269,16 +269,76 @@ static void h_event(const sr_host *h, const char *type, const char *fields_json)
 
 /* ------------------------------------------------------------- procs */
 
+/* A plugin's process, between it and the host: once the plugin is
+ * stopped (its fini may kill a process whose exit comes later, on the
+ * loop), the process's callbacks go nowhere instead of into freed memory
+ * or an unloaded module. */
+typedef struct proc_hold {
+	sr__host_priv *owner;   /* NULL once the plugin stopped */
+	sr_proc_callbacks cbs;
+	void *ud;
+	struct proc_hold *next;
+} proc_hold;
+
+static void held_stdout(void *ud, const void *data, size_t len)
+{
+	proc_hold *ph = ud;
+
+	if (ph->owner && ph->cbs.on_stdout)
+		ph->cbs.on_stdout(ph->ud, data, len);
+}
+
+static void held_stderr(void *ud, const void *data, size_t len)
+{
+	proc_hold *ph = ud;
+
+	if (ph->owner && ph->cbs.on_stderr)
+		ph->cbs.on_stderr(ph->ud, data, len);
+}
+
+static void held_exit(void *ud, int status, int sig)
+{
+	proc_hold *ph = ud;
+
+	if (ph->owner) {
+		for (proc_hold **p = &ph->owner->procs; *p; p = &(*p)->next)
+			if (*p == ph) {
+				*p = ph->next;
+				break;
+			}
+		if (ph->cbs.on_exit)
+			ph->cbs.on_exit(ph->ud, status, sig);
+	}
+	free(ph);
+}
+
 static int h_proc_spawn(const sr_host *h, const sr_proc_spec *spec,
 			const sr_proc_callbacks *cbs, void *ud, sr_proc **out)
 {
+	static const sr_proc_callbacks held = {
+		sizeof(held), held_stdout, held_stderr, held_exit
+	};
+	proc_hold *ph;
 	char err[512];
-	int rc = sr__proc_spawn(priv(h)->ctx->loop, spec, cbs, ud, out, err,
-				sizeof(err));
+	int rc;
 
-	if (rc != SR_OK)
+	if (!cbs)
+		return SR_EINVAL;
+	if (!(ph = calloc(1, sizeof(*ph))))
+		return SR_ENOMEM;
+	ph->owner = priv(h);
+	/* No slot past the size the plugin declared is read. */
+	memcpy(&ph->cbs, cbs, cbs->size < sizeof(ph->cbs) ? cbs->size : sizeof(ph->cbs));
+	ph->ud = ud;
+	rc = sr__proc_spawn(priv(h)->ctx->loop, spec, &held, ph, out, err, sizeof(err));
+	if (rc != SR_OK) {
 		sr__log(SR_LOG_DEBUG, priv(h)->plugin->section, "%s", err);
-	return rc;
+		free(ph);
+		return rc;
+	}
+	ph->next = priv(h)->procs;
+	priv(h)->procs = ph;
+	return SR_OK;
 }
 
 /* ------------------------------------------------------------ random */
@@ -441,6 +501,8 @@ void sr__host_free(sr__host_priv *h)
 {
 	if (!h)
 		return;
+	for (proc_hold *ph = h->procs; ph; ph = ph->next)
+		ph->owner = NULL; /* freed at its exit */
 	free(h->plugin_dir);
 	free(h);
 }

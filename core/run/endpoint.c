@@ -46,6 +46,8 @@ struct sr__endpoint_job {
 	int named;             /* a configured [endpoint.NAME] */
 	int needs_sse;
 	unsigned min_in_flight;
+	int enrolled;          /* speaks for an enrolled sandbox */
+	int enrolment;         /* the tunnel's route needs enrolment */
 	int refs;              /* the timer (the job's own), a lookup, a tunnel call */
 	int finished;
 };
@@ -90,7 +92,8 @@ static void finish(sr__endpoint_job *j, int status, const char *message)
 	uv_timer_stop(&j->timer);
 	if (status == SR_OK) {
 		emit(j, "endpoint.resolved", j->source == SRC_TUNNEL ?
-		     json_pack("{s:s, s:s}", "url", j->candidate, "via", j->tunnel->desc->name) :
+		     json_pack("{s:s, s:s, s:b}", "url", j->candidate, "via", j->tunnel->desc->name,
+			       "enrolment", j->enrolment) :
 		     json_pack("{s:s}", "url", j->candidate));
 		j->done(j->ud, SR_OK, j->candidate, source_names[j->source], NULL);
 	} else {
@@ -135,7 +138,9 @@ static void retry(sr__endpoint_job *j, int from_state, const char *why)
 		skip(j, buf);
 		return;
 	}
-	delay = (uint64_t)j->backoff_ms << (j->attempt - 1);
+	delay = (uint64_t)j->backoff_ms << (j->attempt - 1 < 16 ? j->attempt - 1 : 16);
+	if (delay > 30000)
+		delay = 30000; /* each wait bounded, as the tries are */
 	emit(j, "endpoint.retry", json_pack("{s:i, s:i, s:I, s:s}", "attempt", j->attempt,
 					    "of", j->attempts, "delay_ms", (json_int_t)delay,
 					    "reason", why));
@@ -424,7 +429,13 @@ static void on_resolved(void *ud, const sr_result *res)
 		tunnel_failed(j, ST_RESOLVE, "broke its protocol", &bad);
 	} else if (!limits_ok(j, json_object_get(o, "limits"))) {
 		/* skipped, with the reason */
+	} else if (json_is_true(json_object_get(o, "enrolment")) && !j->enrolled) {
+		char why[512];
+		snprintf(why, sizeof(why), "tunnel '%s' routes only for a sandbox enrolled in it, "
+			 "and runs do not enrol their sandboxes yet", j->tunnel->desc->name);
+		skip(j, why);
 	} else {
+		j->enrolment = json_is_true(json_object_get(o, "enrolment"));
 		free(j->candidate);
 		if (!(j->candidate = strdup(url))) {
 			finish(j, SR_ENOMEM, "out of memory");
@@ -580,6 +591,7 @@ sr__endpoint_job *sr__endpoint_resolve(sr__ctx *ctx, const sr__endpoint_spec *sp
 	j->named = spec->service != NULL;
 	j->needs_sse = spec->needs_sse;
 	j->min_in_flight = spec->min_in_flight;
+	j->enrolled = spec->enrolled;
 	j->host_network = spec->host_network;
 	j->tunnel = spec->tunnel;
 	j->attempts = spec->attempts ? spec->attempts : 4;

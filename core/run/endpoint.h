@@ -35,6 +35,10 @@ typedef struct sr__endpoint_spec {
 	 * not used. */
 	int needs_sse;          /* server-sent events pass unbuffered */
 	unsigned min_in_flight; /* requests at once; 0: any */
+	/* A tunnel that routes only for an enrolled sandbox (resolve says
+	 * "enrolment": true, as NetBird's) is used only when the caller
+	 * enrols it, or answers for such a sandbox (sandrun endpoint). */
+	int enrolled;
 	unsigned attempts;      /* tries per source; 0: 4 */
 	unsigned backoff_ms;    /* first delay, doubled each time; 0: 500 */
 	unsigned probe_timeout_ms; /* 0: 5000 */
@@ -48,7 +52,8 @@ int sr__endpoint_config(sr__ctx *ctx, const char *name, sr__endpoint_spec *spec,
 
 /* Each decision: {"type": "endpoint.skipped" | "endpoint.retry" |
  * "endpoint.resolved" | "endpoint.failed", "service", "source":
- * "configured" | "override" | "tunnel", ...}, borrowed. */
+ * "configured" | "override" | "tunnel", ...}, borrowed. A resolution
+ * through a tunnel that needs enrolment says "enrolment": true. */
 typedef void (*sr__endpoint_event_fn)(void *ud, json_t *ev);
 /* The outcome: SR_OK with the URL the sandbox uses and its source, or a
  * failure with the message naming every source tried. Borrowed. */

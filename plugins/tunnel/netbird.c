@@ -44,7 +44,7 @@ typedef struct nb {
 	struct op *ops;
 } nb;
 
-enum { OP_START, OP_ENROL, OP_VERIFY, OP_RELEASE, OP_RELEASE_ALL };
+enum { OP_START, OP_ENROL, OP_VERIFY, OP_RELEASE };
 
 typedef struct op {
 	nb *n;
@@ -59,7 +59,6 @@ typedef struct op {
 	char *key;             /* enrol: the setup key, once */
 	char *failure;         /* enrol: why it failed, while undoing */
 	int failure_status;
-	json_t *pending;       /* release all: sandboxes left */
 	sr_http_call *call;
 	sr_timer *kick;        /* the first step, on the loop */
 	struct op *next;
@@ -97,7 +96,6 @@ static void op_free(op *o)
 	free(o->sandbox);
 	json_decref(o->rec);
 	json_decref(o->ports);
-	json_decref(o->pending);
 	free(o->key);
 	free(o->failure);
 	free(o);
@@ -361,7 +359,7 @@ static void start_step(op *o, const sr_result *r)
 			return;
 		}
 		if (n->runner_ip) {
-			n->started = 1;
+			n->started = n->started || !o->dry;
 			op_end(o, SR_OK, NULL, NULL);
 			return;
 		}
@@ -388,7 +386,7 @@ static void start_step(op *o, const sr_result *r)
 				"runner_peer, or set runner_ip)", n->runner_peer);
 			return;
 		}
-		n->started = 1;
+		n->started = n->started || !o->dry;
 		op_end(o, SR_OK, NULL, NULL);
 		return;
 	}
@@ -450,7 +448,8 @@ static int nb_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 	else
 		end = h + strcspn(h, ":/?#");
 	snprintf(url, sizeof(url), "%.*s%s%s", (int)(h - local_url), local_url, n->runner_ip, end);
-	j = json_pack("{s:s, s:{s:b}}", "url", url, "limits", "sse", 1);
+	/* Only an enrolled sandbox has a route to the overlay address. */
+	j = json_pack("{s:s, s:b, s:{s:b}}", "url", url, "enrolment", 1, "limits", "sse", 1);
 	s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!s)
@@ -470,8 +469,6 @@ static const char *rec_str(op *o, const char *k)
 	return json_string_value(json_object_get(o->rec, k));
 }
 
-static void release_next_all(op *o);
-
 /* A release (or an enrolment's undo) is over: its outcome. */
 static void release_done(op *o, int status, const char *message)
 {
@@ -481,10 +478,6 @@ static void release_done(op *o, int status, const char *message)
 			     o->sandbox);
 	} else {
 		save(o); /* what is left, for the janitor */
-	}
-	if (o->kind == OP_RELEASE_ALL && status == SR_OK) {
-		release_next_all(o);
-		return;
 	}
 	if (o->failure) { /* an enrolment undone: its own failure */
 		char msg[900];
@@ -497,11 +490,23 @@ static void release_done(op *o, int status, const char *message)
 	op_end(o, status, NULL, status == SR_OK ? NULL : message);
 }
 
+/* Gone: deleted now, or not there. A 404 is also how NetBird answers an
+ * unknown token ("invalid token"): that is not gone. */
 static int deleted(const sr_result *r)
 {
 	long s = http_status(r);
+	json_t *b;
+	int gone;
 
-	return s == 200 || s == 204 || s == 404;
+	if (s == 200 || s == 204)
+		return 1;
+	if (s != 404)
+		return 0;
+	b = body_of(r);
+	gone = !json_is_string(json_object_get(b, "message")) ||
+	       strcmp(json_string_value(json_object_get(b, "message")), "invalid token") != 0;
+	json_decref(b);
+	return gone;
 }
 
 static void release_step(op *o, const sr_result *r)
@@ -609,57 +614,28 @@ static void release_step(op *o, const sr_result *r)
 
 static int collect(void *ud, const char *key)
 {
-	op *o = ud;
+	json_t *keys = ud;
 
 	if (strncmp(key, "enrol.", 6) == 0)
-		json_array_append_new(o->pending, json_string(key + 6));
+		json_array_append_new(keys, json_string(key + 6));
 	return 0;
-}
-
-static void release_next_all(op *o)
-{
-	json_t *next;
-
-	json_decref(o->rec);
-	o->rec = NULL;
-	free(o->sandbox);
-	o->sandbox = NULL;
-	while ((next = json_array_get(o->pending, 0))) {
-		o->sandbox = strdup(json_string_value(next));
-		json_array_remove(o->pending, 0);
-		if (!o->sandbox) {
-			op_fail(o, SR_ENOMEM, "out of memory");
-			return;
-		}
-		if ((o->rec = load(o->n, o->sandbox))) {
-			o->step = 0;
-			release_step(o, NULL);
-			return;
-		}
-		free(o->sandbox);
-		o->sandbox = NULL;
-	}
-	op_end(o, SR_OK, NULL, NULL);
 }
 
 static int nb_release(void *self, uint64_t req, const char *sandbox_id, sr_done_fn done,
 		      void *ud)
 {
 	nb *n = self;
+	sr_result ok = { .size = sizeof(ok), .status = SR_OK };
 	op *o;
 
-	if (sandbox_id && !valid_sandbox(sandbox_id))
+	/* Nothing runner-wide: enrolments are released one sandbox at a
+	 * time (sandrun tunnel release --all lists them first). */
+	if (!sandbox_id)
+		return n->h->complete(n->h, done, ud, &ok);
+	if (!valid_sandbox(sandbox_id))
 		return SR_EINVAL;
-	if (!(o = op_new(n, sandbox_id ? OP_RELEASE : OP_RELEASE_ALL, req, done, ud)))
+	if (!(o = op_new(n, OP_RELEASE, req, done, ud)))
 		return SR_ENOMEM;
-	if (!sandbox_id) {
-		if (!(o->pending = json_array())) {
-			op_free(o);
-			return SR_ENOMEM;
-		}
-		n->h->kv_list(n->h, collect, o);
-		return kick(o);
-	}
 	if (!(o->sandbox = strdup(sandbox_id))) {
 		op_free(o);
 		return SR_ENOMEM;
@@ -936,13 +912,6 @@ static void step(op *o, const sr_result *r)
 		}
 		release_step(o, r);
 		return;
-	case OP_RELEASE_ALL:
-		if (!r && o->step == 0 && !o->rec) {
-			release_next_all(o);
-			return;
-		}
-		release_step(o, r);
-		return;
 	}
 }
 
@@ -951,7 +920,6 @@ static int nb_enrolments(void *self, uint64_t req, sr_done_fn done, void *ud)
 {
 	nb *n = self;
 	json_t *keys = json_array(), *items = json_array(), *k, *rec, *out;
-	op tmp = { .n = n, .pending = keys };
 	sr_result r = { .size = sizeof(r), .status = SR_OK };
 	size_t i;
 	char *s;
@@ -963,7 +931,7 @@ static int nb_enrolments(void *self, uint64_t req, sr_done_fn done, void *ud)
 		json_decref(items);
 		return SR_ENOMEM;
 	}
-	n->h->kv_list(n->h, collect, &tmp);
+	n->h->kv_list(n->h, collect, keys);
 	json_array_foreach(keys, i, k)
 		if ((rec = load(n, json_string_value(k))))
 			json_array_append_new(items, json_pack("{s:O, s:O, s:O, s:O*}", "sandbox",

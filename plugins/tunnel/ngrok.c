@@ -44,6 +44,7 @@ typedef struct op {
 	char *scheme, *host; /* the service, for resolve */
 	int port;
 	int posted;          /* resolve: the create was sent */
+	char *name;          /* the tunnel being created or deleted */
 	sr_http_call *call;
 	struct op *next;
 } op;
@@ -142,6 +143,7 @@ static void op_free(op *o)
 		}
 	free(o->scheme);
 	free(o->host);
+	free(o->name);
 	free(o);
 }
 
@@ -309,6 +311,18 @@ static int remember(ngrok *n, const char *name)
 	return SR_OK;
 }
 
+static void forget(ngrok *n, const char *name)
+{
+	for (created **p = &n->made; *p; p = &(*p)->next)
+		if (strcmp((*p)->name, name) == 0) {
+			created *c = *p;
+			*p = c->next;
+			free(c->name);
+			free(c);
+			return;
+		}
+}
+
 static void answer_url(op *o, const char *url)
 {
 	json_t *j = json_pack("{s:s}", "url", url);
@@ -332,6 +346,10 @@ static void on_created(void *ud, const sr_result *r)
 
 	o->call = NULL;
 	if (http_status(r) != 201 && http_status(r) != 200) {
+		/* Cancelled after the request went out, the agent may still
+		 * make it: it stays recorded, for release (a 404 is fine). */
+		if (r->status != SR_ECANCELED)
+			forget(o->n, o->name);
 		op_fail(o, fail_status(r), "could not create a tunnel to %s://%s:%d: %s",
 		       o->scheme, o->host, o->port, api_error(o->n, r, err, sizeof(err)));
 		return;
@@ -345,7 +363,7 @@ static void on_created(void *ud, const sr_result *r)
 		       "name or public_url", o->n->api);
 		return;
 	}
-	if (remember(o->n, name) != SR_OK) {
+	if (strcmp(name, o->name) != 0 && remember(o->n, name) != SR_OK) {
 		json_decref(b);
 		op_fail(o, SR_ENOMEM, "out of memory");
 		return;
@@ -379,11 +397,20 @@ static void create_tunnel(op *o)
 		op_fail(o, SR_ENOMEM, "out of memory");
 		return;
 	}
+	/* Recorded before it is asked for: whatever happens to this call,
+	 * release deletes it. */
+	if (!(o->name = strdup(name)) || remember(o->n, name) != SR_OK) {
+		free(body);
+		op_fail(o, SR_ENOMEM, "out of memory");
+		return;
+	}
 	o->posted = 1;
 	rc = api_call(o, "POST", "/api/tunnels", body, on_created);
 	free(body);
-	if (rc != SR_OK)
+	if (rc != SR_OK) {
+		forget(o->n, name);
 		op_fail(o, rc, "could not ask the ngrok agent at %s for a tunnel", o->n->api);
+	}
 }
 
 static void on_listed_resolve(void *ud, const sr_result *r)
@@ -466,18 +493,15 @@ static void on_deleted(void *ud, const sr_result *r)
 {
 	op *o = ud;
 	long s = http_status(r);
-	created *c = o->n->made;
 	char err[600];
 
 	o->call = NULL;
 	if (s != 204 && s != 200 && s != 404) {
-		op_fail(o, fail_status(r), "could not delete ngrok tunnel '%s': %s", c->name,
+		op_fail(o, fail_status(r), "could not delete ngrok tunnel '%s': %s", o->name,
 		       api_error(o->n, r, err, sizeof(err)));
 		return;
 	}
-	o->n->made = c->next;
-	free(c->name);
-	free(c);
+	forget(o->n, o->name);
 	release_next(o);
 }
 
@@ -490,7 +514,12 @@ static void release_next(op *o)
 		op_end(o, SR_OK, NULL, NULL);
 		return;
 	}
-	snprintf(path, sizeof(path), "/api/tunnels/%s", o->n->made->name);
+	free(o->name);
+	if (!(o->name = strdup(o->n->made->name))) {
+		op_fail(o, SR_ENOMEM, "out of memory");
+		return;
+	}
+	snprintf(path, sizeof(path), "/api/tunnels/%s", o->name);
 	if ((rc = api_call(o, "DELETE", path, NULL, on_deleted)) != SR_OK)
 		op_fail(o, rc, "could not ask the ngrok agent at %s to delete a tunnel",
 		       o->n->api);
@@ -510,7 +539,11 @@ static int ng_release(void *self, uint64_t req, const char *sandbox_id, sr_done_
 		return n->h->complete(n->h, done, ud, &r);
 	if (!(o = op_new(n, OP_RELEASE, req, done, ud)))
 		return SR_ENOMEM;
-	snprintf(path, sizeof(path), "/api/tunnels/%s", n->made->name);
+	if (!(o->name = strdup(n->made->name))) {
+		op_free(o);
+		return SR_ENOMEM;
+	}
+	snprintf(path, sizeof(path), "/api/tunnels/%s", o->name);
 	if ((rc = api_call(o, "DELETE", path, NULL, on_deleted)) != SR_OK)
 		op_free(o);
 	return rc;

@@ -138,6 +138,22 @@ expect "a token the server does not know" 1 nbt wrong.conf enrol sbx4 --port 900
 grep_in "  is named as the likely cause" "$T/err" "invalid token (check the personal access token in \[tunnel.netbird\] token_file)"
 grep -q "$TOKEN" "$T/err" "$T/out" && fail "  the token is in no output" || ok "  the token is in no output"
 printf 'not-a-token\n' >"$T/bad"
+# NetBird answers an unknown token with 404 "invalid token" (a token
+# revoked meanwhile): that is not "already gone", and the record stays.
+expect "enrol sbx5" 0 nbt nb.conf enrol sbx5 --port 9000 --key-file "$T/k5"
+gid=$(state groups | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).find(g=>g.name==="sandrun-sbx5").id))')
+node -e 'fetch(process.argv[1]+"/emu/fail",{method:"POST",body:JSON.stringify({method:"DELETE",path:"/api/groups/"+process.argv[2],status:404,message:"invalid token"})})' "$API" "$gid" 2>/dev/null
+expect "a 404 invalid token on a delete fails the release" 1 nbt nb.conf release sbx5
+grep_in "  naming the token" "$T/err" "cannot delete the group: NetBird answered HTTP 404: invalid token"
+expect "  and the record is kept" 0 nbt nb.conf list
+grep_in "  (sbx5 listed)" "$T/out" "^sbx5 "
+[ "$(names groups)" = "All runners sandrun-sbx5" ] && ok "  the group is still there" || fail "  groups: $(names groups)"
+expect "enrol sbx6" 0 nbt nb.conf enrol sbx6 --port 9000 --key-file "$T/k6"
+expect "release --all releases every enrolment" 0 nbt nb.conf release --all
+grep_in "  sbx5" "$T/out" "released sbx5"
+grep_in "  sbx6" "$T/out" "released sbx6"
+[ "$(names groups) / $(names setup_keys) / $(names policies)" = "All runners /  / " ] &&
+	ok "  nothing of sandrun's is left" || fail "  left: $(names groups) / $(names setup_keys) / $(names policies)"
 TOKEN_FILE=$T/bad conf bad.conf
 expect "a token file without a token" 3 nbt bad.conf list
 TOKEN_FILE=$T/none conf nofile.conf
