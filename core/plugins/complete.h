@@ -32,6 +32,21 @@ sr__call *sr__call_new(sr__plugin *p, const char *op, sr_done_fn done,
 void sr__call_done(void *ud, const sr_result *result);
 int sr__call_end(sr__call *g, int rc);
 
+/* The body of a checked asynchronous call into slot of plugin p's ops
+ * table of type type, with done and ud in scope: unsupported, or under
+ * the completion rule whatever the plugin does. */
+#define SR__ASYNC_CALL(p, type, slot, ...)                                  \
+	do {                                                                \
+		__typeof__(SR__OP(p, type, slot)) fn_ = SR__OP(p, type, slot); \
+		sr__call *g_;                                               \
+		if (!fn_)                                                   \
+			return sr__complete_unsupported(p, #slot, done, ud); \
+		if (!(g_ = sr__call_new(p, #slot, done, ud)))               \
+			return SR_ENOMEM;                                   \
+		return sr__call_end(g_, fn_(p->self, __VA_ARGS__,           \
+					    sr__call_done, g_));            \
+	} while (0)
+
 /* The plugin's doctor operation, checked like the others; SR_EUNSUPPORTED
  * (no callback) when it offers none. */
 int sr__plugin_doctor(sr__plugin *p, sr_done_fn done, void *ud);

@@ -15,18 +15,7 @@ static int unsupported_sync(sr__plugin *p, const char *op)
 }
 
 #define OP(slot) SR__OP(p, sr_provider_ops, slot)
-/* Under the completion rule, whatever the plugin does (core/plugins/complete.h). */
-#define ASYNC(slot, ...)                                                  \
-	do {                                                              \
-		__typeof__(OP(slot)) fn_ = OP(slot);                      \
-		sr__call *g;                                              \
-		if (!fn_)                                                 \
-			return sr__complete_unsupported(p, #slot, done, ud); \
-		if (!(g = sr__call_new(p, #slot, done, ud)))              \
-			return SR_ENOMEM;                                 \
-		return sr__call_end(g, fn_(p->self, __VA_ARGS__,          \
-					   sr__call_done, g));            \
-	} while (0)
+#define ASYNC(slot, ...) SR__ASYNC_CALL(p, sr_provider_ops, slot, __VA_ARGS__)
 #define SYNC(slot, ...)                                                   \
 	do {                                                              \
 		__typeof__(OP(slot)) fn_ = OP(slot);                      \

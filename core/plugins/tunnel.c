@@ -6,18 +6,7 @@
 #include "core/plugins/tunnel.h"
 
 #define OP(slot) SR__OP(p, sr_tunnel_ops, slot)
-/* Under the completion rule, whatever the plugin does. */
-#define ASYNC(slot, ...)                                                  \
-	do {                                                              \
-		__typeof__(OP(slot)) fn_ = OP(slot);                      \
-		sr__call *g;                                              \
-		if (!fn_)                                                 \
-			return sr__complete_unsupported(p, #slot, done, ud); \
-		if (!(g = sr__call_new(p, #slot, done, ud)))              \
-			return SR_ENOMEM;                                 \
-		return sr__call_end(g, fn_(p->self, __VA_ARGS__,          \
-					   sr__call_done, g));            \
-	} while (0)
+#define ASYNC(slot, ...) SR__ASYNC_CALL(p, sr_tunnel_ops, slot, __VA_ARGS__)
 
 int sr__tunnel_start(sr__plugin *p, uint64_t req, sr_done_fn done, void *ud)
 {

@@ -258,8 +258,7 @@ static void on_lookup(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
 	sr__endpoint_job *j = req->data;
 	char why[512], text[INET6_ADDRSTRLEN] = "";
-	const struct addrinfo *ai;
-	int priv = 0;
+	int priv;
 
 	j->looking_up = 0;
 	if (j->finished) {
@@ -267,17 +266,7 @@ static void on_lookup(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 		unref(j);
 		return;
 	}
-	for (ai = status == 0 ? res : NULL; ai && !priv; ai = ai->ai_next) {
-		if (ai->ai_family == AF_INET) {
-			const struct sockaddr_in *in = (const void *)ai->ai_addr;
-			priv = sr__addr_private_v4(ntohl(in->sin_addr.s_addr));
-			inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-		} else if (ai->ai_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
-			priv = sr__addr_private_v6(in6->sin6_addr.s6_addr);
-			inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-		}
-	}
+	priv = status == 0 && sr__addrs_private(res, text, sizeof(text));
 	uv_freeaddrinfo(res);
 	if (priv) {
 		snprintf(why, sizeof(why),

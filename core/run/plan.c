@@ -154,6 +154,26 @@ int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,
 	return inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1;
 }
 
+int sr__addrs_private(const struct addrinfo *ai, char *text, size_t n)
+{
+	for (; ai; ai = ai->ai_next) {
+		int priv = 1; /* an address family we do not know: not public */
+		text[0] = 0;
+		if (ai->ai_family == AF_INET) {
+			const struct sockaddr_in *in = (const void *)ai->ai_addr;
+			priv = sr__addr_private_v4(ntohl(in->sin_addr.s_addr));
+			inet_ntop(AF_INET, &in->sin_addr, text, (socklen_t)n);
+		} else if (ai->ai_family == AF_INET6) {
+			const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
+			priv = sr__addr_private_v6(in6->sin6_addr.s6_addr);
+			inet_ntop(AF_INET6, &in6->sin6_addr, text, (socklen_t)n);
+		}
+		if (priv)
+			return 1;
+	}
+	return 0;
+}
+
 int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
 			  char *why, size_t n)
 {
@@ -163,23 +183,11 @@ int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
 		snprintf(why, n, "'%s': its host cannot be resolved", url);
 		return 0;
 	}
-	for (; ai; ai = ai->ai_next) {
-		int priv = 1; /* an address family we do not know: refused */
-		if (ai->ai_family == AF_INET) {
-			const struct sockaddr_in *in = (const void *)ai->ai_addr;
-			priv = sr__addr_private_v4(ntohl(in->sin_addr.s_addr));
-			inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-		} else if (ai->ai_family == AF_INET6) {
-			const struct sockaddr_in6 *in6 = (const void *)ai->ai_addr;
-			priv = sr__addr_private_v6(in6->sin6_addr.s6_addr);
-			inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-		}
-		if (priv) {
-			snprintf(why, n,
-				 "'%s' resolves to %s, a private, loopback or link-local address "
-				 "(allow-list the host to permit it)", url, text);
-			return 0;
-		}
+	if (sr__addrs_private(ai, text, sizeof(text))) {
+		snprintf(why, n,
+			 "'%s' resolves to %s, a private, loopback or link-local address "
+			 "(allow-list the host to permit it)", url, text);
+		return 0;
 	}
 	return 1;
 }

@@ -47,6 +47,10 @@ int sr__plan_mcp_addrs_ok(const char *url, const struct addrinfo *ai,
  * shared (100.64/10), multicast or otherwise not public. */
 int sr__addr_private_v4(uint32_t a);
 int sr__addr_private_v6(const unsigned char *b);
+/* Whether any of the addresses at ai is not public (as above); the
+ * first such one, as text, into text. */
+struct addrinfo;
+int sr__addrs_private(const struct addrinfo *ai, char *text, size_t n);
 /* The host of url (an IPv6 literal without its brackets, trailing dots
  * removed) into host; its length, or 0 with the reason in why (no URL,
  * no host, credentials in the URL). */

@@ -462,7 +462,7 @@ static int nb_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 
 /* ------------------------------------------------------------- release */
 
-enum { R_PEERS = 1, R_PEER, R_POLICY, R_KEY, R_GROUP };
+enum { R_PEERS = 1, R_DELETE };
 
 static const char *rec_str(op *o, const char *k)
 {
@@ -509,6 +509,20 @@ static int deleted(const sr_result *r)
 	return gone;
 }
 
+/* What a release deletes, in this order (a group a key still names
+ * cannot go), each by the id its record holds. */
+static const struct {
+	const char *key, *path, *what;
+} teardown[] = {
+	{ "peer", "/api/peers/", "cannot delete the peer" },
+	{ "policy", "/api/policies/", "cannot delete the policy" },
+	{ "key", "/api/setup-keys/", "cannot delete the setup key" },
+	{ "group", "/api/groups/", "cannot delete the group" },
+};
+#define N_TEARDOWN (sizeof(teardown) / sizeof(*teardown))
+
+/* Steps: 0 finds the peer by name when none is recorded; R_PEERS takes
+ * that answer; R_DELETE + i takes the answer to deleting teardown[i]. */
 static void release_step(op *o, const sr_result *r)
 {
 	nb *n = o->n;
@@ -516,100 +530,53 @@ static void release_step(op *o, const sr_result *r)
 	const char *id;
 	json_t *b, *e;
 	size_t i;
-	int rc = SR_OK;
 
-	for (;;) {
-		switch (o->step) {
-		case 0:
-			o->step = R_PEERS;
-			if (rec_str(o, "peer"))
-				continue;
+	if (o->step == 0) {
+		o->step = R_PEERS;
+		if (!rec_str(o, "peer")) {
 			/* The peer by its exact name (?name= is a LIKE filter). */
 			snprintf(path, sizeof(path), "/api/peers?name=%s", rec_str(o, "name"));
-			rc = api(o, "GET", path, NULL);
-			break;
-		case R_PEERS:
-			if (!rec_str(o, "peer") && r) {
-				if (http_status(r) != 200) {
-					release_done(o, fail_status(r), api_error(n, "cannot list the peers",
-										  r, err, sizeof(err)));
-					return;
-				}
-				b = body_of(r);
-				json_array_foreach(b, i, e)
-					if (json_is_string(json_object_get(e, "name")) &&
-					    strcmp(json_string_value(json_object_get(e, "name")),
-						   rec_str(o, "name")) == 0)
-						json_object_set(o->rec, "peer", json_object_get(e, "id"));
-				json_decref(b);
-			}
-			o->step = R_PEER;
-			if (!(id = rec_str(o, "peer")))
-				continue;
-			snprintf(path, sizeof(path), "/api/peers/%s", id);
-			rc = api(o, "DELETE", path, NULL);
-			break;
-		case R_PEER:
-			if (rec_str(o, "peer")) {
-				if (!deleted(r)) {
-					release_done(o, fail_status(r), api_error(n, "cannot delete the peer",
-										  r, err, sizeof(err)));
-					return;
-				}
-				json_object_del(o->rec, "peer");
-			}
-			o->step = R_POLICY;
-			if (!(id = rec_str(o, "policy")))
-				continue;
-			snprintf(path, sizeof(path), "/api/policies/%s", id);
-			rc = api(o, "DELETE", path, NULL);
-			break;
-		case R_POLICY:
-			if (rec_str(o, "policy")) {
-				if (!deleted(r)) {
-					release_done(o, fail_status(r), api_error(n, "cannot delete the policy",
-										  r, err, sizeof(err)));
-					return;
-				}
-				json_object_del(o->rec, "policy");
-			}
-			o->step = R_KEY;
-			if (!(id = rec_str(o, "key")))
-				continue;
-			snprintf(path, sizeof(path), "/api/setup-keys/%s", id);
-			rc = api(o, "DELETE", path, NULL);
-			break;
-		case R_KEY:
-			if (rec_str(o, "key")) {
-				if (!deleted(r)) {
-					release_done(o, fail_status(r), api_error(n, "cannot delete the setup key",
-										  r, err, sizeof(err)));
-					return;
-				}
-				json_object_del(o->rec, "key");
-			}
-			o->step = R_GROUP;
-			if (!(id = rec_str(o, "group")))
-				continue;
-			snprintf(path, sizeof(path), "/api/groups/%s", id);
-			rc = api(o, "DELETE", path, NULL);
-			break;
-		case R_GROUP:
-			if (rec_str(o, "group")) {
-				if (!deleted(r)) {
-					release_done(o, fail_status(r), api_error(n, "cannot delete the group",
-										  r, err, sizeof(err)));
-					return;
-				}
-				json_object_del(o->rec, "group");
-			}
-			release_done(o, SR_OK, NULL);
+			if (api(o, "GET", path, NULL) != SR_OK)
+				release_done(o, SR_ENETWORK, "cannot reach NetBird's API");
 			return;
 		}
-		break;
+		r = NULL;
 	}
-	if (rc != SR_OK)
-		release_done(o, rc, "cannot reach NetBird's API");
+	if (o->step == R_PEERS) {
+		if (r && http_status(r) != 200) {
+			release_done(o, fail_status(r), api_error(n, "cannot list the peers", r, err,
+								  sizeof(err)));
+			return;
+		}
+		b = r ? body_of(r) : NULL;
+		json_array_foreach(b, i, e)
+			if (json_is_string(json_object_get(e, "name")) &&
+			    strcmp(json_string_value(json_object_get(e, "name")),
+				   rec_str(o, "name")) == 0)
+				json_object_set(o->rec, "peer", json_object_get(e, "id"));
+		json_decref(b);
+		i = 0;
+	} else {
+		/* The answer to deleting teardown[i]. */
+		i = (size_t)(o->step - R_DELETE);
+		if (!deleted(r)) {
+			release_done(o, fail_status(r), api_error(n, teardown[i].what, r, err,
+								  sizeof(err)));
+			return;
+		}
+		json_object_del(o->rec, teardown[i].key);
+		i++;
+	}
+	for (; i < N_TEARDOWN; i++) {
+		if (!(id = rec_str(o, teardown[i].key)))
+			continue;
+		o->step = R_DELETE + (int)i;
+		snprintf(path, sizeof(path), "%s%s", teardown[i].path, id);
+		if (api(o, "DELETE", path, NULL) != SR_OK)
+			release_done(o, SR_ENETWORK, "cannot reach NetBird's API");
+		return;
+	}
+	release_done(o, SR_OK, NULL);
 }
 
 static int collect(void *ud, const char *key)

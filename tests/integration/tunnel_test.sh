@@ -35,10 +35,11 @@ DOWN=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=
 
 EMU_PID=
 start_emu() {
+	[ -s "$T/emu.err" ] && sed 's/^/  emulator stderr: /' "$T/emu.err"
 	node "$SANDRUN_SRCDIR/tests/emulators/ngrok.mjs" --cert "$T/tls/edge.pem" \
 		--key "$T/tls/edge.key" "$@" >"$T/emu.out" 2>"$T/emu.err" &
 	EMU_PID=$!
-	for _ in $(seq 100); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+	for _ in $(seq 400); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
 	read -r _ API EDGE <"$T/emu.out"
 	export https_proxy="http://127.0.0.1:$EDGE" no_proxy=127.0.0.1,localhost
 }
