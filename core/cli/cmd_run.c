@@ -25,6 +25,7 @@ static const char run_help[] =
 	"                   [--tools FILE] [--mcp-servers FILE] [--model-url URL]\n"
 	"                   [--network open|off] [--network-enforcement strict|best_effort]\n"
 	"                   [--json] [--approve-all | --deny-all] [--endpoint NAME]...\n"
+	"                   [--mount s3://BUCKET/PREFIX:PATH]...\n"
 	"                   [--server URL [--token-file FILE]] PROMPT\n"
 	"\n"
 	"Run one turn of a coding agent in a sandbox of the configured provider.\n"
@@ -37,6 +38,10 @@ static const char run_help[] =
 	"agent a runner-side service of the configuration ([endpoint.NAME]) as\n"
 	"SANDRUN_ENDPOINT_NAME, at the URL a sandbox of the provider reaches it by\n"
 	"(see 'sandrun endpoint --help'); a service it cannot reach fails the run.\n"
+	"--mount s3://BUCKET/PREFIX:PATH (up to 8) mounts that prefix of the S3 store\n"
+	"([mount] endpoint, default [endpoint.s3]) at PATH in the sandbox (relative\n"
+	"to the workspace) before the agent starts, with credentials from [mount]\n"
+	"credentials_command, and unmounts it when the turn ends (sandrun.conf(5)).\n"
 	"\n"
 	"With --json, or when standard output is not a terminal, events are printed\n"
 	"as NDJSON, and permission requests are answered by lines on standard\n"
@@ -417,6 +422,7 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		{ "server", required_argument, NULL, 'S' },
 		{ "token-file", required_argument, NULL, 'T' },
 		{ "endpoint", required_argument, NULL, 'P' },
+		{ "mount", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -428,7 +434,7 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 	memset(&o, 0, sizeof(o));
 	o.enforcement_strict = 1;
 	o.ask_policy = SR_ASK_WAIT;
-	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADS:T:P:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:H:s:t:m:u:n:E:jADS:T:P:M:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config_path = optarg; break;
 		case 'H': o.harness = optarg; break;
@@ -448,6 +454,14 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 				return SR_EXIT_USAGE;
 			}
 			o.endpoints[o.n_endpoints++] = optarg;
+			break;
+		case 'M':
+			if (o.n_mounts >= SR__RUN_MAX_ENDPOINTS) {
+				fprintf(stderr, "sandrun run: at most %d --mount\n",
+					SR__RUN_MAX_ENDPOINTS);
+				return SR_EXIT_USAGE;
+			}
+			o.mounts[o.n_mounts++] = optarg;
 			break;
 		case 'n':
 			if (strcmp(optarg, "open") != 0 && strcmp(optarg, "off") != 0) {
@@ -477,8 +491,9 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	o.prompt = argv[optind];
-	if (server && o.n_endpoints) {
-		fprintf(stderr, "sandrun run: --endpoint is not offered through --server yet\n");
+	if (server && (o.n_endpoints || o.n_mounts)) {
+		fprintf(stderr, "sandrun run: --%s is not offered through --server yet\n",
+			o.n_endpoints ? "endpoint" : "mount");
 		return SR_EXIT_USAGE;
 	}
 	if (token_file && !server) {

@@ -321,6 +321,7 @@ int sr__config_warn_sections(const sr__config *c,
 		int seen = 0;
 		if (strcmp(e->section, "runner") == 0 || strcmp(e->section, "secrets") == 0 ||
 		    strcmp(e->section, "service") == 0 || strcmp(e->section, "store") == 0 ||
+		    strcmp(e->section, "mount") == 0 ||
 		    (strncmp(e->section, "endpoint.", 9) == 0 && valid_name(e->section + 9)) ||
 		    is_known(e->section, ud))
 			continue;

@@ -151,6 +151,23 @@ int sr__provider_maintain(sr__plugin *p, uint64_t req, const char *params_json,
 	ASYNC(maintain, req, params_json);
 }
 
+int sr__provider_has_mount(sr__plugin *p)
+{
+	return SR__OP(p, sr_provider_ops, mount) && SR__OP(p, sr_provider_ops, unmount);
+}
+
+int sr__provider_mount(sr__plugin *p, uint64_t req, const char *id,
+		       const sr_mount_spec *spec, sr_done_fn done, void *ud)
+{
+	ASYNC(mount, req, id, spec);
+}
+
+int sr__provider_unmount(sr__plugin *p, uint64_t req, const char *id,
+			 const char *path, sr_done_fn done, void *ud)
+{
+	ASYNC(unmount, req, id, path);
+}
+
 int sr__provider_cancel(sr__plugin *p, uint64_t req)
 {
 	SYNC(cancel, req);

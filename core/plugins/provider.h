@@ -52,6 +52,13 @@ int sr__provider_status(sr__plugin *p, uint64_t req, const char *id,
 			sr_done_fn done, void *ud);
 int sr__provider_maintain(sr__plugin *p, uint64_t req, const char *params_json,
 			  sr_done_fn done, void *ud);
+/* Whether the provider mounts itself (ABI 2.3), or the core mounts
+ * through exec. */
+int sr__provider_has_mount(sr__plugin *p);
+int sr__provider_mount(sr__plugin *p, uint64_t req, const char *id,
+		       const sr_mount_spec *spec, sr_done_fn done, void *ud);
+int sr__provider_unmount(sr__plugin *p, uint64_t req, const char *id,
+			 const char *path, sr_done_fn done, void *ud);
 int sr__provider_cancel(sr__plugin *p, uint64_t req);
 
 /* A process-unique request token. */

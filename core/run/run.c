@@ -31,6 +31,7 @@
 #include "core/plugins/provider.h"
 #include "core/run/pool.h"
 #include "core/run/endpoint.h"
+#include "core/run/mount.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/tools/relay_bridge.h"
@@ -48,6 +49,11 @@ static void release_sandbox(sr__run *r);
  * callback lands after that. */
 static void advance(sr__run *r)
 {
+	if (r->phase == SR__RUN_STOPPING && r->mount_job && !r->mount_cancelled) {
+		/* Its callback lands once the operation in flight does. */
+		r->mount_cancelled = 1;
+		sr__mount_cancel(r->mount_job);
+	}
 	if (r->phase == SR__RUN_STOPPING && r->ep_job) {
 		/* Its callback lands at once, counted off without advancing. */
 		struct sr__endpoint_job *j = r->ep_job;
@@ -235,6 +241,34 @@ static int store_pointer(sr__run *r, const char *state)
 	return SR_OK;
 }
 
+static void settle_sandbox(sr__run *r);
+
+static void on_unmounted(void *ud, int status, const char *message)
+{
+	sr__run *r = ud;
+
+	r->mount_job = NULL;
+	if (status != SR_OK)
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: unmounting: %s", r->sandbox_id,
+			message ? message : sr__strerror(status));
+	json_array_clear(r->mounted);
+	settle_sandbox(r);
+	sr__run_landed(r);
+}
+
+/* Every mount of the turn unmounted (core/run/mount.h); SR_OK when that
+ * is under way and settle_sandbox follows. */
+static int unmount_all(sr__run *r)
+{
+	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home };
+
+	if (!(r->mount_job = sr__mounts_down(r->ctx, &box, r->mounted, sr__run_on_mount_event,
+					     on_unmounted, r)))
+		return SR_ENOMEM;
+	r->inflight++;
+	return SR_OK;
+}
+
 static void on_bridge_closed(void *ud)
 {
 	(void)sr__run_landed(ud);
@@ -252,15 +286,12 @@ static enum sr__teardown teardown_reason(const sr__run *r)
 }
 
 /* The agent is gone and nothing is due: the relay and loopback server
- * stop, the pointer is written after a clean (or cancelled) turn, and the
+ * stop, the turn's mounts are unmounted, the pointer is written after a
+ * clean (or cancelled) turn, and the
  * sandbox is kept running in the warm pool, parked stopped or destroyed,
  * as the teardown table says for the turn's outcome. */
 static void release_sandbox(sr__run *r)
 {
-	const char *state = sr__ctx_state_dir(r->ctx);
-	enum sr__teardown why = teardown_reason(r);
-	enum sr__disposition d = sr__teardown_disposition(why, r->created);
-
 	if (r->bridge) {
 		/* Its provider operations answer before the run may end. */
 		r->inflight++;
@@ -277,7 +308,20 @@ static void release_sandbox(sr__run *r)
 	}
 	if (!r->sandbox_id)
 		return;
-	r->teardown = why;
+	r->teardown = teardown_reason(r);
+	/* Its mounts go first, whatever becomes of it. */
+	if (json_array_size(r->mounted) && unmount_all(r) == SR_OK)
+		return;
+	settle_sandbox(r);
+}
+
+/* The pointer written, then the sandbox disposed of. */
+static void settle_sandbox(sr__run *r)
+{
+	const char *state = sr__ctx_state_dir(r->ctx);
+	enum sr__teardown why = r->teardown;
+	enum sr__disposition d = sr__teardown_disposition(why, r->created);
+
 	/* The pointer first, then the sandbox: the pool never holds a
 	 * sandbox whose session's pointer is a turn behind. */
 	if (d != SR__DESTROY && state && r->acp_session &&
@@ -397,6 +441,9 @@ void sr__run_free(sr__run *r)
 	json_decref(r->files);
 	json_decref(r->env);
 	json_decref(r->ep_env);
+	json_decref(r->mounted);
+	free(r->mt);
+	free(r->s3_url);
 	free(r->acquired);
 	free(r->sandbox_id);
 	free(r->workspace);

@@ -40,6 +40,9 @@ typedef struct sr__run_opts {
 	 * SANDRUN_ENDPOINT_<NAME>). */
 	const char *endpoints[SR__RUN_MAX_ENDPOINTS];
 	size_t n_endpoints;
+	/* Storage mounts, s3://BUCKET/PREFIX:PATH (core/run/mount.h). */
+	const char *mounts[SR__RUN_MAX_ENDPOINTS];
+	size_t n_mounts;
 	/* The values of the harness's credential variables, {NAME: value},
 	 * borrowed for the run's life; NULL: the runner's environment (as
 	 * sandrun run). With an object, only its values are used: a service

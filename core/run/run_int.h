@@ -108,6 +108,15 @@ struct sr__run {
 	struct sr__endpoint_job *ep_job;
 	size_t ep_index;
 	json_t *ep_env;          /* {"name", "value"} for the agent */
+	/* The storage mounts (core/run/mount.h): mounted after the
+	 * endpoints, before the preparation; unmounted first at release. */
+	struct sr__mount_target *mt; /* --mount, parsed by the plan */
+	size_t n_mt;
+	const char *mount_ep;    /* [mount] endpoint */
+	char *s3_url;            /* it, as the sandbox reaches it */
+	struct sr__mount_job *mount_job;
+	int mount_cancelled;
+	json_t *mounted;         /* paths a mounter ran for, still to unmount */
 };
 
 /* A copy of o's string member key, or NULL. */
@@ -142,6 +151,10 @@ void sr__run_forget_lookups(sr__run *r);
 /* run_prepare.c */
 void sr__run_acquire(sr__run *r);
 json_t *sr__run_json(sr__run *r);
+
+/* run_prepare.c: a mount job's event into the run's stream; a path a
+ * mounter runs for is remembered, to be unmounted at release. */
+void sr__run_on_mount_event(void *ud, json_t *ev);
 
 /* run_prepare.c: the relay on dir, swept; SR_OK, or the run failed. */
 int sr__run_new_relay(sr__run *r, const char *dir, const char *journal);

@@ -11,6 +11,7 @@
 #include "core/host/log.h"
 #include "core/run/creds.h"
 #include "core/run/endpoint.h"
+#include "core/run/mount.h"
 #include "core/run/plan.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
@@ -179,6 +180,48 @@ static int refuse(sr__run *r, const char *code, const char *msg, int *exit_code)
 	return SR_EPERM;
 }
 
+/* The plan's gates for --mount: a network, [mount] usable, each mount
+ * well formed, at a path of its own, and the store's endpoint
+ * configured. The parsed mounts go to r->mt. The run is freed when one
+ * refuses. */
+static int plan_mounts(sr__run *r, sr__ctx *ctx, const sr__run_opts *o, int *exit_code)
+{
+	sr__endpoint_spec spec;
+	char msg[1400];
+	const char *code = "mount_invalid";
+
+	if (o->network == SR_NET_OFF) {
+		snprintf(msg, sizeof(msg), "--mount needs a network: the sandbox of a run with "
+			 "network off reaches no store");
+		code = "mount_without_network";
+		goto refused;
+	}
+	if (sr__mount_config(ctx, &r->mount_ep, msg, sizeof(msg)) != SR_OK)
+		goto refused;
+	if (!(r->mt = calloc(o->n_mounts, sizeof(*r->mt)))) {
+		sr__run_free(r);
+		return SR_ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_mounts; i++) {
+		if (sr__mount_parse(o->mounts[i], &r->mt[i], msg, sizeof(msg)) != SR_OK)
+			goto refused;
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(r->mt[k].path, r->mt[i].path) == 0) {
+				snprintf(msg, sizeof(msg), "--mount '%s': %s is already a mount point "
+					 "of this run", o->mounts[i], r->mt[i].path);
+				goto refused;
+			}
+	}
+	r->n_mt = o->n_mounts;
+	if (sr__endpoint_config(ctx, r->mount_ep, &spec, msg, sizeof(msg)) != SR_OK)
+		goto refused;
+	return SR_OK;
+refused:
+	refuse(r, code, msg, exit_code);
+	sr__run_free(r);
+	return SR_EINVAL;
+}
+
 int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		  int *exit_code)
 {
@@ -291,6 +334,8 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 			return SR_EINVAL;
 		}
 	}
+	if (o->n_mounts && plan_mounts(r, ctx, o, exit_code) != SR_OK)
+		return SR_EINVAL;
 	/* Credentials the provider keeps out of the sandbox: each binding's
 	 * host passes the exact host rule before anything is created. */
 	r->isolate = ctx->rc.credential_isolation != SR__ISOLATION_NONE &&

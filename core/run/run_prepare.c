@@ -18,6 +18,7 @@
 #include "core/run/creds.h"
 #include "core/run/pool.h"
 #include "core/run/endpoint.h"
+#include "core/run/mount.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/host/status.h"
@@ -353,6 +354,7 @@ static void prepare(sr__run *r)
 }
 
 static void resolve_next_endpoint(sr__run *r);
+static void start_mounts(sr__run *r);
 
 static void on_sandbox(void *ud, const sr_result *res)
 {
@@ -444,6 +446,17 @@ static void on_endpoint(void *ud, int status, const char *url, const char *sourc
 		sr__run_fail(r, "endpoint_unreachable", "%s", message ? message : sr__strerror(status));
 		return;
 	}
+	if (r->ep_index >= r->o.n_endpoints) {
+		/* The store the mounts reach. */
+		free(r->s3_url);
+		if (!(r->s3_url = strdup(url))) {
+			sr__run_fail(r, "out_of_memory", "out of memory");
+			return;
+		}
+		r->ep_index++;
+		resolve_next_endpoint(r);
+		return;
+	}
 	snprintf(name, sizeof(name), "SANDRUN_ENDPOINT_%s", r->o.endpoints[r->ep_index]);
 	for (i = 17; name[i]; i++)
 		name[i] = name[i] == '-' ? '_' : (char)toupper((unsigned char)name[i]);
@@ -454,19 +467,72 @@ static void on_endpoint(void *ud, int status, const char *url, const char *sourc
 	resolve_next_endpoint(r);
 }
 
-/* Each endpoint the run names, as a sandbox of its provider reaches it
- * (core/run/endpoint.h), then the preparation. */
+/* ------------------------------------------------------------- mounts */
+
+void sr__run_on_mount_event(void *ud, json_t *ev)
+{
+	sr__run *r = ud;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	json_t *path = json_object_get(ev, "path"), *v;
+	size_t i;
+
+	if (type && strcmp(type, "mount.mounting") == 0 && json_is_string(path)) {
+		json_array_foreach(r->mounted, i, v)
+			if (json_equal(v, path))
+				path = NULL;
+		if (path)
+			json_array_append(r->mounted, path);
+	}
+	sr__run_emit(r, json_incref(ev));
+}
+
+static void on_mounted(void *ud, int status, const char *message)
+{
+	sr__run *r = ud;
+
+	r->mount_job = NULL;
+	if (!sr__run_landed(r))
+		return;
+	if (status != SR_OK) {
+		sr__run_fail(r, "mount_failed", "%s", message ? message : sr__strerror(status));
+		return;
+	}
+	prepare(r);
+}
+
+/* The turn's storage mounts (core/run/mount.h), then the preparation. */
+static void start_mounts(sr__run *r)
+{
+	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home };
+
+	if (!r->n_mt) {
+		prepare(r);
+		return;
+	}
+	if ((!r->mounted && !(r->mounted = json_array())) ||
+	    !(r->mount_job = sr__mounts_up(r->ctx, &box, r->mt, r->n_mt, r->s3_url,
+					   sr__run_on_mount_event, on_mounted, r))) {
+		sr__run_fail(r, "out_of_memory", "out of memory mounting");
+		return;
+	}
+	r->inflight++;
+}
+
+/* Each endpoint the run names, and the store its mounts reach, as a
+ * sandbox of its provider reaches them (core/run/endpoint.h); then the
+ * mounts. */
 static void resolve_next_endpoint(sr__run *r)
 {
 	sr__endpoint_spec spec;
 	sr__plugin *tunnel = NULL;
 	char why[600];
 
-	if (r->ep_index >= r->o.n_endpoints) {
-		prepare(r);
+	if (r->ep_index >= r->o.n_endpoints + (r->n_mt ? 1 : 0)) {
+		start_mounts(r);
 		return;
 	}
-	if (sr__endpoint_config(r->ctx, r->o.endpoints[r->ep_index], &spec, why,
+	if (sr__endpoint_config(r->ctx, r->ep_index < r->o.n_endpoints ?
+				r->o.endpoints[r->ep_index] : r->mount_ep, &spec, why,
 				sizeof(why)) != SR_OK) {
 		sr__run_fail(r, "endpoint_invalid", "%s", why);
 		return;

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 2
+#define SR_ABI_MINOR 3
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -360,6 +360,15 @@ typedef struct sr_exec_spec {
 	size_t n_host_paths;
 } sr_exec_spec;
 
+/* A mount in a sandbox (sr_provider_ops.mount). The mounter's
+ * credentials are never in argv: it reads them from a file the core put
+ * in the sandbox and removes. */
+typedef struct sr_mount_spec {
+	uint32_t size;            /* sizeof(sr_mount_spec) */
+	const char *const *argv;  /* NULL-terminated */
+	const char *path;         /* the mount point, absolute */
+} sr_mount_spec;
+
 /* Duplex byte channel of a process in a sandbox. on_stdout, on_stderr and
  * on_exit mean what they mean in sr_proc_callbacks. on_failed reports a
  * process that could not be started after exec returned (a remote exec),
@@ -488,6 +497,23 @@ typedef struct sr_provider_ops {
 	 * Safe to run at any time, and twice at once. */
 	int (*maintain)(void *self, uint64_t req, const char *params_json,
 			sr_done_fn done, void *ud);
+
+	/* ABI 2.3. Optional: run spec->argv, a mounter that mounts a
+	 * filesystem at spec->path and returns (a FUSE daemon that forks),
+	 * so that the mount is seen by every later exec in the sandbox until
+	 * unmount or the sandbox stops; done when argv exits (SR_OK for exit
+	 * 0; the message carries the end of its stderr). spec->path is
+	 * absolute, in the sandbox's workspace or home, and made when
+	 * missing. A provider without it has one view of the file system for
+	 * all its execs (a container), and the core runs the mounter and
+	 * `fusermount -u` through exec instead. */
+	int (*mount)(void *self, uint64_t req, const char *id,
+		     const sr_mount_spec *spec, sr_done_fn done, void *ud);
+	/* Unmount what mount mounted at path (lazily: a busy file system
+	 * goes once its last user does); SR_ENOTFOUND when nothing is
+	 * mounted there. */
+	int (*unmount)(void *self, uint64_t req, const char *id,
+		       const char *path, sr_done_fn done, void *ud);
 } sr_provider_ops;
 
 /* ------------------------------------------------------ tunnel plugins */

@@ -22,7 +22,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
 const argAll = (name) => process.argv.flatMap((a, i) => (a === name && i + 1 < process.argv.length ? [process.argv[i + 1]] : []));
@@ -100,7 +100,21 @@ function track(sb, child) {
 function killGroup(child, sig = 'SIGKILL') {
   try { process.kill(-child.pid, sig); } catch { /* gone */ }
 }
+// A container's mounts end with it: a FUSE daemon a process of the
+// sandbox started (s3fs forks away from its group) is unmounted, so that
+// removing the sandbox's directory never reaches into what it mounted.
+function unmountBelow(dir) {
+  let info = '';
+  try { info = fs.readFileSync('/proc/self/mountinfo', 'utf8'); } catch { return; }
+  const unesc = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+  for (const line of info.split('\n')) {
+    const mp = unesc(line.split(' ')[4] || '');
+    if (!mp.startsWith(dir + '/')) continue;
+    if (spawnSync('fusermount', ['-u', '-z', mp]).status !== 0) spawnSync('umount', ['-l', mp]);
+  }
+}
 function killAll(sb) {
+  unmountBelow(sb.dir);
   for (const c of sb.procs) killGroup(c);
   sb.procs.clear();
   for (const s of sb.sessions.values()) for (const c of s.commands) if (c.exitCode === undefined) c.killed = true;

@@ -11,6 +11,8 @@
 //                   with stopReason "cancelled"
 //   ok              answers "hello from the fake agent" and ends the turn
 //   env:NAME        answers "NAME=<its value in the agent's environment>"
+//   sh:SCRIPT       runs /bin/sh -c SCRIPT in the session's directory and
+//                   answers "exit N: <stdout and stderr>"
 //   permission      asks session/request_permission (allow once / reject
 //                   once), says which option came back, ends the turn
 //   slow:MS         "working..." then, MS milliseconds later, ends the turn
@@ -21,6 +23,7 @@
 //                   long-lived runner (sandrund) can drive several at once
 // Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
 import { createInterface } from 'node:readline';
+import { spawnSync } from 'node:child_process';
 
 const baseMode = process.env.FAKE_ACP_MODE || 'silent';
 let nextId = 0;
@@ -41,6 +44,12 @@ async function prompt(id, sessionId, text) {
   if (mode.startsWith('env:')) {
     const name = mode.slice(4);
     say(sessionId, `${name}=${process.env[name] ?? '(unset)'}`);
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
+  if (mode.startsWith('sh:')) {
+    const r = spawnSync('/bin/sh', ['-c', mode.slice(3)], { cwd, encoding: 'utf8' });
+    say(sessionId, `exit ${r.status}: ${(r.stdout || '') + (r.stderr || '')}`.trimEnd());
     send({ id, result: { stopReason: 'end_turn' } });
     return;
   }

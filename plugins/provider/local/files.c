@@ -6,11 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "local.h"
+
+extern char **environ;
 
 static void fop_free(fop *f)
 {
@@ -101,14 +106,22 @@ static int open_parent(fop *f, int sfd, const char *path, char *rel,
 	return fd;
 }
 
-static int rm_rf_at(int dirfd, const char *name)
+/* Removes name below dirfd, never crossing into another file system (a
+ * mount the sandbox still has: its files are not the sandbox's). */
+static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 {
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
 	DIR *d;
 	struct dirent *e;
 
 	if (fd < 0)
 		return unlinkat(dirfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+	if (fstat(fd, &st) != 0 || st.st_dev != dev) {
+		close(fd);
+		errno = EBUSY;
+		return -1;
+	}
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -116,9 +129,62 @@ static int rm_rf_at(int dirfd, const char *name)
 	}
 	while ((e = readdir(d)))
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			rm_rf_at(fd, e->d_name);
+			rm_rf_at(fd, e->d_name, dev);
 	closedir(d);
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* A mountinfo field with its octal escapes (\040) undone, in place. */
+static char *unescape(char *s)
+{
+	char *w = s;
+
+	for (const char *r = s; *r; r++)
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	*w = 0;
+	return s;
+}
+
+/* Every mount below dir goes, lazily, before the sandbox stops or is
+ * removed: with umount2 where the runner may, with fusermount for a FUSE
+ * mount of its user otherwise. 0, or -1 when one stays. */
+static int unmount_below(const char *dir)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192], *save, *mp;
+	size_t n = strlen(dir);
+	int rc = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent major:minor root mount-point ... */
+		if (!strtok_r(line, " ", &save) || !strtok_r(NULL, " ", &save) ||
+		    !strtok_r(NULL, " ", &save) || !strtok_r(NULL, " ", &save) ||
+		    !(mp = strtok_r(NULL, " ", &save)))
+			continue;
+		unescape(mp);
+		if (strncmp(mp, dir, n) != 0 || mp[n] != '/')
+			continue;
+		if (umount2(mp, MNT_DETACH) != 0) {
+			const char *argv[] = { "fusermount", "-u", "-z", mp, NULL };
+			pid_t pid;
+			int status;
+			if (posix_spawnp(&pid, "fusermount", NULL, NULL, (char *const *)argv,
+					 environ) != 0 ||
+			    waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+			    WEXITSTATUS(status) != 0)
+				rc = -1;
+		}
+	}
+	fclose(f);
+	return rc;
 }
 
 static int do_create(fop *f)
@@ -182,15 +248,21 @@ static int set_state(fop *f, const char *state)
 
 static int do_destroy(fop *f)
 {
+	char dir[4096];
 	int rootfd = open(f->lp->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
 	int rc = SR_OK;
 
+	local__sandbox_dir(f->lp, f->id, dir, sizeof(dir));
 	if (rootfd < 0 || fstatat(rootfd, f->id, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		snprintf(f->message, sizeof(f->message),
 			 "local: sandbox '%s' not found", f->id);
 		rc = SR_ENOTFOUND;
-	} else if (rm_rf_at(rootfd, f->id) != 0) {
+	} else if (unmount_below(dir) != 0) {
+		snprintf(f->message, sizeof(f->message),
+			 "local: sandbox '%s': cannot unmount what is mounted in it", f->id);
+		rc = SR_ESTATE;
+	} else if (rm_rf_at(rootfd, f->id, st.st_dev) != 0) {
 		snprintf(f->message, sizeof(f->message),
 			 "local: sandbox '%s': cannot remove everything: %s", f->id,
 			 strerror(errno));
@@ -475,6 +547,12 @@ static int fop_run(void *ud)
 	case FOP_RECONNECT:
 		return set_state(f, "running");
 	case FOP_PARK:
+		/* Stopped, its mounts' daemons would be all that still runs. */
+		if (f->mode == SR_PARK_STOPPED) {
+			char dir[4096];
+			local__sandbox_dir(f->lp, f->id, dir, sizeof(dir));
+			(void)unmount_below(dir);
+		}
 		return set_state(f, f->mode == SR_PARK_STOPPED ? "parked-stopped" :
 								 "parked-running");
 	case FOP_DESTROY:

@@ -346,6 +346,9 @@ static const sr_provider_ops local_ops = {
 	.cancel = l_cancel,
 	.list = local__list,
 	.status = local__status,
+	.maintain = NULL,
+	.mount = local__mount,
+	.unmount = local__unmount,
 };
 
 static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",

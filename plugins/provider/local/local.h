@@ -125,6 +125,10 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 int local__exec(void *self, uint64_t req, const char *id,
 		  const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
 		  void *ud);
+int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *spec,
+		 sr_done_fn done, void *ud);
+int local__unmount(void *self, uint64_t req, const char *id, const char *path,
+		   sr_done_fn done, void *ud);
 int local__channel_write(void *self, uint64_t req, const void *data,
 			   size_t len);
 int local__channel_close_input(void *self, uint64_t req);
