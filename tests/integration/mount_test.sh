@@ -29,7 +29,9 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$T/s3"
-node "$s3rver" -d "$T/s3" -a 127.0.0.1 -p 0 --configure-bucket work --configure-bucket other \
+# Path-style only: the Daytona part reaches it by a name of its own.
+node "$s3rver" -d "$T/s3" -a 127.0.0.1 -p 0 --no-vhost-buckets --configure-bucket work \
+	--configure-bucket other \
 	>"$T/s3.log" 2>&1 &
 S3_PID=$!
 for _ in $(seq 100); do grep -q "listening on" "$T/s3.log" && break; sleep 0.05; done
@@ -202,5 +204,57 @@ expect "removing it" 0 "$S" sandbox destroy "$box"
 	ok "  does not reach into the store" || fail "  does not reach into the store"
 test ! -e "$boxes/$box" && ok "  and the sandbox is gone" || fail "  and the sandbox is gone"
 [ "$(mounts_left)" -eq 0 ] && ok "  and nothing stays mounted" || fail "  and nothing stays mounted"
+
+# ---- on the Daytona emulator ----
+# Its sandboxes reach the store as s3.mount.test, through Daytona's egress
+# proxy (the emulator's host map), as a remote sandbox reaches a public
+# store; the runner checks that route through a forward proxy that knows
+# the same name (the public internet's DNS, for this test).
+cat >"$T/proxy.js" <<'EOF'
+const http = require("http");
+const [name, port] = [process.argv[2], Number(process.argv[3])];
+http.createServer((q, s) => {
+  const u = new URL(q.url);
+  if (u.hostname !== name) { s.writeHead(502); return s.end("unknown host\n"); }
+  const up = http.request({ host: "127.0.0.1", port, method: q.method, path: u.pathname + u.search,
+    headers: q.headers }, (r) => { s.writeHead(r.statusCode, r.headers); r.pipe(s); });
+  up.on("error", () => { s.writeHead(502); s.end(); });
+  q.pipe(up);
+}).listen(0, "127.0.0.1", function () { console.log(this.address().port); });
+EOF
+node "$T/proxy.js" s3.mount.test "$S3_PORT" >"$T/proxy.out" 2>&1 &
+PROXY_PID=$!
+node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-mount-key \
+	--transition-ms 20 --log "$T/emu.log" --egress-host "s3.mount.test=127.0.0.1:$S3_PORT" \
+	>"$T/emu.out" 2>"$T/emu.err" &
+EMU_PID=$!
+for _ in $(seq 100); do [ -s "$T/emu.out" ] && [ -s "$T/proxy.out" ] && break; sleep 0.05; done
+export SANDRUN_RUNNER_PROVIDER=daytona SANDRUN_PROVIDER_DAYTONA_SECRETS=off
+export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-mount-key
+SANDRUN_PROVIDER_DAYTONA_API_URL=$(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/emu.out")
+export SANDRUN_PROVIDER_DAYTONA_API_URL
+export SANDRUN_ENDPOINT_S3_PUBLIC_URL="http://s3.mount.test:$S3_PORT"
+http_proxy="http://127.0.0.1:$(cat "$T/proxy.out")"
+export http_proxy no_proxy=127.0.0.1,localhost
+expect "a Daytona turn with two mounts" 0 "$S" run --json --mount s3://work/day:data \
+	--mount "s3://other/day2:$T/d2" 'sh:mountpoint -q data && echo mounted; echo day >data/f;
+cat data/f; ls -A "$HOME/.sandrun" | grep -c mount; env | grep -c -i -e aws -e s3rver'
+grep_in "  the store through the override, not 127.0.0.1" "$T/out" \
+	'"type":"endpoint.resolved","service":"s3","source":"override","url":"http://s3.mount.test:'
+grep_in "  both mounted before the agent" "$T/out" "\"type\":\"mount.ready\",\"bucket\":\"other\",\"prefix\":\"day2\",\"path\":\"$T/d2\""
+grep_in "  the agent writes through the mount" "$T/out" 'mounted\\nday\\n0\\n0'
+[ "$(cat "$T/s3/work/day/f._S3rver_object" 2>/dev/null)" = day ] && ok "  into the store" ||
+	fail "  into the store"
+[ "$(grep -c mount.unmounted "$T/out")" -eq 2 ] && ok "  both unmounted at the end" ||
+	fail "  both unmounted at the end"
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+grep -rqs "$TOKEN" "$T/emu.log" "$T/emu" "$T/out" "$T/err" && fail "  the token is in no Daytona record or log" ||
+	ok "  the token is in no Daytona record or log"
+session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/out")
+expect "the next Daytona turn mounts again in the reconnected sandbox" 0 "$S" run --json \
+	--session "$session" --mount s3://work/day:data 'sh:cat data/f'
+grep_in "  reconnected" "$T/out" '"how":"reconnected"'
+grep_in "  and the mount has the first turn's file" "$T/out" '"text":"exit 0: day"'
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 
 finish
