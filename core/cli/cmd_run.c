@@ -399,6 +399,16 @@ static json_t *server_body(const sr__run_opts *o)
 			goto fail;
 		json_object_set_new(body, "mcp_servers", a);
 	}
+	if (o->n_endpoints && (a = json_array())) {
+		for (size_t i = 0; i < o->n_endpoints; i++)
+			json_array_append_new(a, json_string(o->endpoints[i]));
+		json_object_set_new(body, "endpoints", a);
+	}
+	if (o->n_mounts && (a = json_array())) {
+		for (size_t i = 0; i < o->n_mounts; i++)
+			json_array_append_new(a, json_string(o->mounts[i]));
+		json_object_set_new(body, "mounts", a);
+	}
 	return body;
 fail:
 	json_decref(body);
@@ -491,11 +501,6 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		return SR_EXIT_USAGE;
 	}
 	o.prompt = argv[optind];
-	if (server && (o.n_endpoints || o.n_mounts)) {
-		fprintf(stderr, "sandrun run: --%s is not offered through --server yet\n",
-			o.n_endpoints ? "endpoint" : "mount");
-		return SR_EXIT_USAGE;
-	}
 	if (token_file && !server) {
 		fprintf(stderr, "sandrun run: --token-file goes with --server\n");
 		return SR_EXIT_USAGE;

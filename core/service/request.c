@@ -117,11 +117,32 @@ static int parse_network(sr__svc_request *q, json_t *net, char *msg, size_t n)
 	return SR_OK;
 }
 
+/* An array of at most 8 strings without NUL (each checked by the run's
+ * plan) into out. */
+static int strings(json_t *a, const char *what, const char **out, size_t *count, char *msg,
+		   size_t n)
+{
+	json_t *v;
+	size_t i;
+
+	if (json_array_size(a) > 8)
+		BAD("'%s' has more than 8 entries", what);
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v) || !json_string_length(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			BAD("'%s[%zu]' must be a non-empty string", what, i);
+		out[i] = json_string_value(v);
+	}
+	*count = json_array_size(a);
+	return SR_OK;
+}
+
 static int parse_fields(sr__svc_request *q, char *msg, size_t n)
 {
 	static const char *const keys[] = { "harness", "prompt", "session", "tools", "mcp_servers",
-					    "model", "network", "permission_mode", NULL };
-	json_t *o = q->root, *harness, *prompt, *session, *model, *net, *perm, *v;
+					    "model", "network", "permission_mode", "endpoints",
+					    "mounts", NULL };
+	json_t *o = q->root, *harness, *prompt, *session, *model, *net, *perm, *v, *eps, *mounts;
 	size_t i;
 
 	if (only_keys(o, keys, "", msg, n) != SR_OK ||
@@ -132,7 +153,11 @@ static int parse_fields(sr__svc_request *q, char *msg, size_t n)
 	    member(o, "mcp_servers", JSON_ARRAY, "mcp_servers", &q->mcp_servers, msg, n) != SR_OK ||
 	    member(o, "model", JSON_OBJECT, "model", &model, msg, n) != SR_OK ||
 	    member(o, "network", JSON_OBJECT, "network", &net, msg, n) != SR_OK ||
-	    member(o, "permission_mode", JSON_STRING, "permission_mode", &perm, msg, n) != SR_OK)
+	    member(o, "permission_mode", JSON_STRING, "permission_mode", &perm, msg, n) != SR_OK ||
+	    member(o, "endpoints", JSON_ARRAY, "endpoints", &eps, msg, n) != SR_OK ||
+	    member(o, "mounts", JSON_ARRAY, "mounts", &mounts, msg, n) != SR_OK ||
+	    strings(eps, "endpoints", q->endpoints, &q->n_endpoints, msg, n) != SR_OK ||
+	    strings(mounts, "mounts", q->mounts, &q->n_mounts, msg, n) != SR_OK)
 		return SR_EINVAL;
 	if (!prompt)
 		BAD("'prompt' is required (a string)");

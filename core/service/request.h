@@ -18,13 +18,19 @@ typedef struct sr__svc_request {
 	int network;              /* SR_NET_OPEN or SR_NET_OFF */
 	int enforcement_strict;
 	int ask_policy;           /* enum sr__ask_policy */
+	/* Strings borrowed from root, as sandrun run's --endpoint, --mount. */
+	const char *endpoints[8];
+	size_t n_endpoints;
+	const char *mounts[8];
+	size_t n_mounts;
 } sr__svc_request;
 
 /*
  * {"harness", "prompt", "session", "tools": [...], "mcp_servers": [...],
  *  "model": {"url", "credentials": {NAME: value}},
  *  "network": {"mode": "open"|"off", "enforcement": "strict"|"best_effort"},
- *  "permission_mode": "ask"|"approve_all"|"deny_all"}
+ *  "permission_mode": "ask"|"approve_all"|"deny_all",
+ *  "endpoints": [NAME, ...], "mounts": ["s3://BUCKET/PREFIX:PATH", ...]}
  *
  * Only prompt is required; null is the same as absent; an unknown field is
  * an error (a misspelt option never silently does nothing). SR_OK, or

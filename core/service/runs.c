@@ -318,6 +318,10 @@ int sr__svc_run_new(sr__svc *s, sr__svc_request *q, sr__svc_run **out,
 	o.network = sr->req.network;
 	o.enforcement_strict = sr->req.enforcement_strict;
 	o.ask_policy = sr->req.ask_policy;
+	memcpy(o.endpoints, sr->req.endpoints, sizeof(sr->req.endpoints));
+	o.n_endpoints = sr->req.n_endpoints;
+	memcpy(o.mounts, sr->req.mounts, sizeof(sr->req.mounts));
+	o.n_mounts = sr->req.n_mounts;
 	o.shim_path = s->o.shim_path;
 	o.pool = s->pool;
 	o.acp_timeout_ms = s->o.acp_timeout_ms;

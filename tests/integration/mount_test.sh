@@ -22,7 +22,7 @@ unmount_mine() {
 }
 mounts_left() { awk -v t="$T" 'index($5, t) == 1' /proc/self/mountinfo | wc -l; }
 cleanup() {
-	kill ${S3_PID:-} ${EMU_PID:-} ${PROXY_PID:-} 2>/dev/null
+	kill ${S3_PID:-} ${EMU_PID:-} ${PROXY_PID:-} ${SVC_PID:-} 2>/dev/null
 	unmount_mine
 	rm -rf "$T"
 }
@@ -82,9 +82,6 @@ SANDRUN_MOUNT_ENDPOINT=store gate "a store endpoint that is not configured" moun
 grep_in "  the section is named" "$T/out" "\[endpoint.store\]"
 [ "$(ls "$boxes" 2>/dev/null | wc -l)" -eq 0 ] && ok "the gates made no sandbox" ||
 	fail "the gates made no sandbox"
-expect "--mount through --server is a usage error" 2 "$S" run --server http://127.0.0.1:1 \
-	--mount s3://work/a:data ok
-grep_in "  saying so" "$T/err" "not offered through --server"
 nine=""
 for i in 1 2 3 4 5 6 7 8 9; do nine="$nine --mount s3://work/p$i:m$i"; done
 # shellcheck disable=SC2086
@@ -162,6 +159,26 @@ expect "the next turn" 0 "$S" run --json --session "$session" --mount s3://work/
 grep_in "  reconnected the sandbox" "$T/out" '"how":"reconnected"'
 grep_in "  sees work/run1 again" "$T/out" 'big\\nsize=12000000'
 grep -q stale-marker "$T/out" && fail "  not the stale mount" || ok "  not the stale mount"
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+
+# ---- through sandrund: the request's "mounts" ----
+printf '%s\n' "svc-$TOKEN" >"$T/svc-tokens"
+chmod 600 "$T/svc-tokens"
+SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
+	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
+SVC_PID=$!
+for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
+SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
+expect "a turn through sandrund with a mount" 0 "$S" run --server "$SVC_URL" \
+	--token-file "$T/svc-tokens" --json --mount s3://work/run1:data 'sh:wc -c <data/big'
+grep_in "  mounted by the service" "$T/out" '"type":"mount.ready","bucket":"work","prefix":"run1"'
+grep_in "  the agent sees the store" "$T/out" '"text":"exit 0: 12000000"'
+grep_in "  unmounted at the end" "$T/out" '"type":"mount.unmounted"'
+expect "a bad mount through sandrund is refused by the plan" 5 "$S" run --server "$SVC_URL" \
+	--token-file "$T/svc-tokens" --json --mount s3://work/a:../x ok
+grep_in "  mount_invalid" "$T/out" '"code":"mount_invalid"'
+kill "$SVC_PID"
+wait "$SVC_PID" 2>/dev/null
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 
 # ---- failures ----

@@ -146,6 +146,7 @@ t1=$(date +%s%N)
 	fail "  at once ($(( (t1 - t0) / 1000000 )) ms)"
 grep_in "  as a cancelled turn" "$T/out" '"stop_reason":"cancelled"'
 grep -q endpoint.failed "$T/out" && fail "  not as an endpoint failure" || ok "  not as an endpoint failure"
-expect "--endpoint is refused with --server (not offered there yet)" 2 "$S" run --server http://127.0.0.1:1 --endpoint docs hi
+expect "--endpoint goes to the server (here one that is not there: 4)" 4 "$S" run \
+	--server http://127.0.0.1:1 --endpoint docs hi
 stop_callbacks
 finish

@@ -277,6 +277,12 @@ code "a misspelt field: 400" 400
 grep_in "the field is named" "$T/body" "unknown field 'permision_mode'"
 api POST /v1/runs '{"prompt":"ok","network":{"mode":"sometimes"}}'
 grep_in "a bad value is named" "$T/body" '"code":"invalid_request".*network.mode'
+api POST /v1/runs '{"prompt":"ok","mounts":["s3://work/a:data",7]}'
+code "a mount that is not a string: 400" 400
+grep_in "  the entry is named" "$T/body" "'mounts\[1\]' must be a non-empty string"
+api POST /v1/runs '{"prompt":"ok","endpoints":["a","b","c","d","e","f","g","h","i"]}'
+code "nine endpoints: 400" 400
+grep_in "  saying the limit" "$T/body" "'endpoints' has more than 8 entries"
 api POST '/v1/runs?wait=perhaps' '{"prompt":"ok"}'
 code "a bad wait: 400" 400
 api GET '/v1/runs/run-0000000000000000/events?after=-1'
