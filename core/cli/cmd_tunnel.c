@@ -73,7 +73,8 @@ static int enrol(sr__ctx *ctx, sr__plugin *t, const char *sandbox, json_t *ports
 		 const char *key_file)
 {
 	json_t *params = json_pack("{s:O, s:s?}", "ports", ports, "runner", sr__ctx_runner_id(ctx)),
-	       *ans;
+	       *ans, *v;
+	size_t i;
 	char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
 	sr__wait w = { 0 };
 	int rc;
@@ -102,6 +103,12 @@ static int enrol(sr__ctx *ctx, sr__plugin *t, const char *sandbox, json_t *ports
 			}
 			json_object_del(ans, "setup_key");
 			json_object_set_new(ans, "key_file", json_string(key_file));
+			/* The command that joins, as it would be run with the file. */
+			json_array_foreach(json_object_get(ans, "command"), i, v)
+				if (json_is_string(v) &&
+				    strcmp(json_string_value(v), "{setup_key_file}") == 0)
+					json_array_set_new(json_object_get(ans, "command"), i,
+							   json_string(key_file));
 		}
 		text = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
 		if (text)

@@ -19,6 +19,11 @@ int sr__tunnel_resolve(sr__plugin *p, uint64_t req, const char *local_url,
 	ASYNC(resolve, req, local_url);
 }
 
+int sr__tunnel_can_enrol(sr__plugin *p)
+{
+	return OP(enrol) != NULL;
+}
+
 int sr__tunnel_enrol(sr__plugin *p, uint64_t req, const char *sandbox_id,
 		     const char *params_json, sr_done_fn done, void *ud)
 {

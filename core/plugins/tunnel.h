@@ -12,6 +12,8 @@ int sr__tunnel_resolve(sr__plugin *p, uint64_t req, const char *local_url,
 		       sr_done_fn done, void *ud);
 int sr__tunnel_enrol(sr__plugin *p, uint64_t req, const char *sandbox_id,
 		     const char *params_json, sr_done_fn done, void *ud);
+/* Whether the plugin can enrol a sandbox (its enrol operation). */
+int sr__tunnel_can_enrol(sr__plugin *p);
 int sr__tunnel_release(sr__plugin *p, uint64_t req, const char *sandbox_id,
 		       sr_done_fn done, void *ud);
 int sr__tunnel_probe(sr__plugin *p, uint64_t req, const char *url,

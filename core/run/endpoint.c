@@ -421,7 +421,7 @@ static void on_resolved(void *ud, const sr_result *res)
 	} else if (json_is_true(json_object_get(o, "enrolment")) && !j->enrolled) {
 		char why[512];
 		snprintf(why, sizeof(why), "tunnel '%s' routes only for a sandbox enrolled in it, "
-			 "and runs do not enrol their sandboxes yet", j->tunnel->desc->name);
+			 "and this one cannot be", j->tunnel->desc->name);
 		skip(j, why);
 	} else {
 		j->enrolment = json_is_true(json_object_get(o, "enrolment"));

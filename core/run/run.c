@@ -309,6 +309,9 @@ static void release_sandbox(sr__run *r)
 	if (!r->sandbox_id)
 		return;
 	r->teardown = teardown_reason(r);
+	/* Its tunnel enrolment goes, whatever the outcome (a failed run
+	 * leaves no peer, key, policy or group behind). */
+	(void)sr__run_release_enrolment(r);
 	/* Its mounts go first, whatever becomes of it. */
 	if (json_array_size(r->mounted) && unmount_all(r) == SR_OK)
 		return;
@@ -442,6 +445,7 @@ void sr__run_free(sr__run *r)
 	json_decref(r->env);
 	json_decref(r->ep_env);
 	json_decref(r->mounted);
+	sr__run_enrol_free(r);
 	free(r->mt);
 	free(r->s3_url);
 	free(r->acquired);

@@ -117,6 +117,16 @@ struct sr__run {
 	struct sr__mount_job *mount_job;
 	int mount_cancelled;
 	json_t *mounted;         /* paths a mounter ran for, still to unmount */
+	/* The sandbox enrolled in the tunnel (run_enrol.c). */
+	sr__plugin *tunnel;      /* started, when an endpoint used it */
+	json_t *enrol_ports;     /* runner ports of endpoints that need it */
+	int enrolled;            /* to release at the end */
+	int enrol_step, enrol_tries, enrol_delay, enrol_join_status;
+	json_t *enrol_answer;    /* the tunnel's: setup_key, command */
+	char enrol_key_file[4300];
+	char enrol_err[512];
+	size_t enrol_err_len;
+	void (*enrol_next)(sr__run *r);
 };
 
 /* A copy of o's string member key, or NULL. */
@@ -155,6 +165,16 @@ json_t *sr__run_json(sr__run *r);
 /* run_prepare.c: a mount job's event into the run's stream; a path a
  * mounter runs for is remembered, to be unmounted at release. */
 void sr__run_on_mount_event(void *ud, json_t *ev);
+
+/* run_enrol.c: an endpoint resolved through a route only an enrolled
+ * sandbox has: its runner port is one to enrol for. */
+void sr__run_note_enrolment(sr__run *r, const char *service);
+/* Enrol the sandbox in tunnel (started) when a port was noted, then
+ * next(r); a failure fails the run. */
+void sr__run_enrol(sr__run *r, sr__plugin *tunnel, void (*next)(sr__run *r));
+/* At release: SR_OK when a release is under way (its callback lands). */
+int sr__run_release_enrolment(sr__run *r);
+void sr__run_enrol_free(sr__run *r);
 
 /* run_prepare.c: the relay on dir, swept; SR_OK, or the run failed. */
 int sr__run_new_relay(sr__run *r, const char *dir, const char *journal);

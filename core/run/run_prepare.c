@@ -19,6 +19,7 @@
 #include "core/run/pool.h"
 #include "core/run/endpoint.h"
 #include "core/run/mount.h"
+#include "core/plugins/tunnel.h"
 #include "core/run/run_int.h"
 #include "core/run/session.h"
 #include "core/host/status.h"
@@ -422,9 +423,21 @@ static void on_sandbox(void *ud, const sr_result *res)
 
 /* ------------------------------------------------------------ endpoints */
 
+/* The service being resolved: a --endpoint, or the mounts' store. */
+static const char *current_service(const sr__run *r)
+{
+	return r->ep_index < r->o.n_endpoints ? r->o.endpoints[r->ep_index] : r->mount_ep;
+}
+
 static void on_endpoint_event(void *ud, json_t *ev)
 {
-	sr__run_emit(ud, json_incref(ev));
+	sr__run *r = ud;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+
+	if (type && strcmp(type, "endpoint.resolved") == 0 &&
+	    json_is_true(json_object_get(ev, "enrolment")))
+		sr__run_note_enrolment(r, current_service(r));
+	sr__run_emit(r, json_incref(ev));
 }
 
 static void on_endpoint(void *ud, int status, const char *url, const char *source,
@@ -528,11 +541,10 @@ static void resolve_next_endpoint(sr__run *r)
 	char why[600];
 
 	if (r->ep_index >= r->o.n_endpoints + (r->n_mt ? 1 : 0)) {
-		start_mounts(r);
+		sr__run_enrol(r, r->tunnel, start_mounts);
 		return;
 	}
-	if (sr__endpoint_config(r->ctx, r->ep_index < r->o.n_endpoints ?
-				r->o.endpoints[r->ep_index] : r->mount_ep, &spec, why,
+	if (sr__endpoint_config(r->ctx, current_service(r), &spec, why,
 				sizeof(why)) != SR_OK) {
 		sr__run_fail(r, "endpoint_invalid", "%s", why);
 		return;
@@ -546,6 +558,10 @@ static void resolve_next_endpoint(sr__run *r)
 	}
 	spec.host_network = !(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE);
 	spec.tunnel = tunnel;
+	/* A route that only an enrolled sandbox has is taken: the sandbox is
+	 * enrolled once every endpoint is resolved (run_enrol.c). */
+	spec.enrolled = tunnel && sr__tunnel_can_enrol(tunnel);
+	r->tunnel = tunnel;
 	if (!(r->ep_job = sr__endpoint_resolve(r->ctx, &spec, on_endpoint_event, on_endpoint, r))) {
 		sr__run_fail(r, "out_of_memory", "out of memory resolving the endpoints");
 		return;

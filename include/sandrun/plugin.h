@@ -527,7 +527,16 @@ typedef struct sr_tunnel_ops {
 	int (*resolve)(void *self, uint64_t req, const char *local_url,
 		       sr_done_fn done, void *ud);
 	/* Optional: enrol a sandbox (per-run keys, groups, policies).
-	 * params_json is operation-specific; json: what the sandbox needs. */
+	 * params_json is operation-specific; json: what the sandbox needs.
+	 * A run enrols its sandbox when resolve said "enrolment": true, with
+	 * params {"ports": [the runner ports it reaches], "runner": id}, and
+	 * uses two fields of the answer: "setup_key" (a secret the core puts
+	 * in a 0600 file in the sandbox, outside its workspace, and removes
+	 * once used) and "command" (the argv that joins the sandbox, run in
+	 * it once the file is there; an argument "{setup_key_file}" becomes
+	 * the file's path). Then it enrols again with {"verify": true} until
+	 * that answers SR_OK (a bounded number of times), and releases the
+	 * sandbox when the turn ends. */
 	int (*enrol)(void *self, uint64_t req, const char *sandbox_id,
 		     const char *params_json, sr_done_fn done, void *ud);
 	/* Release everything this plugin created (for one sandbox when

@@ -10,7 +10,9 @@
  * (usage_limit 1, short expires_in, auto_groups that group only), and a
  * one-way TCP policy from that group to the runner's group on the ports
  * asked for; the answer carries the key once, for the core to hand to the
- * sandbox's client as a 0600 file. enrol with {"verify": true} checks that
+ * sandbox's client as a 0600 file, and the client's command line that
+ * reads it ([tunnel.netbird] client, default netbird, with
+ * --setup-key-file). enrol with {"verify": true} checks that
  * the peer joined, by its exact name. release deletes peer, policy, setup
  * key and group, in that order (a group a key still names cannot go).
  * Every enrolment is a durable record in the plugin's key-value area from
@@ -36,6 +38,7 @@ typedef struct nb {
 	char *auth;            /* "Token nbp_..." */
 	const char *runner_group;
 	const char *runner_peer;
+	const char *client;    /* the client in the sandbox */
 	char *runner_gid;      /* once started */
 	char *runner_ip;       /* configured, or looked up at start */
 	int delete_default;
@@ -722,9 +725,12 @@ static void enrol_step(op *o, const sr_result *r)
 			enrol_failed(o, rc, "cannot record the enrolment");
 			return;
 		}
-		j = json_pack("{s:s, s:s, s:s, s:s, s:O}", "setup_key", o->key, "management_url",
-			      n->management_url, "hostname", rec_str(o, "name"), "group",
-			      rec_str(o, "group"), "ports", o->ports);
+		j = json_pack("{s:s, s:s, s:s, s:s, s:O, s:[s, s, s, s, s, s, s, s]}", "setup_key",
+			      o->key, "management_url", n->management_url, "hostname",
+			      rec_str(o, "name"), "group", rec_str(o, "group"), "ports", o->ports,
+			      "command", n->client, "up", "--setup-key-file", "{setup_key_file}",
+			      "--management-url", n->management_url, "--hostname",
+			      rec_str(o, "name"));
 		out = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
 		n->h->log(n->h, SR_LOG_INFO, "enrolled %s: group, one-off key and a policy to "
@@ -1044,6 +1050,7 @@ static int nb_init(const sr_host *h, void **self)
 	n->runner_group = h->config_get(h, "runner_group");
 	n->runner_peer = h->config_get(h, "runner_peer") ? h->config_get(h, "runner_peer") : "runner";
 	n->runner_ip = ip ? strdup(ip) : NULL;
+	n->client = h->config_get(h, "client") ? h->config_get(h, "client") : "netbird";
 	n->delete_default = dd && strcmp(dd, "yes") == 0;
 	n->key_ttl = (unsigned)secs;
 	if (!n->api || !n->auth || !n->management_url || (ip && !n->runner_ip)) {
@@ -1095,7 +1102,7 @@ static const sr_tunnel_ops netbird_ops = {
 
 static const char *const netbird_keys[] = {
 	"api_url", "token_file", "management_url", "runner_group", "runner_peer", "runner_ip",
-	"delete_default", "key_ttl", NULL
+	"delete_default", "key_ttl", "client", NULL
 };
 
 static const sr_plugin_descriptor netbird_descriptor = {

@@ -57,8 +57,8 @@ grep_in "doctor with delete_default = yes passes" "$T/out" "ok.*tunnel netbird"
 
 # ---- enrol ----
 expect "enrol with delete_default = yes" 0 nbt nb.conf enrol sbx1 --port 9000 --port 9443 --key-file "$T/k1"
-grep_in "  the answer names the key file, the peer's name and the ports" "$T/out" \
-	'"management_url":"'"$API"'","hostname":"sandrun-sbx1",.*"ports":\[9000,9443\],"key_file":"'"$T/k1"'"'
+grep_in "  the answer names the key file, the peer's name, the ports and the command" "$T/out" \
+	'"management_url":"'"$API"'","hostname":"sandrun-sbx1",.*"ports":\[9000,9443\],"command":\["netbird","up","--setup-key-file","'"$T/k1"'","--management-url","'"$API"'","--hostname","sandrun-sbx1"\],"key_file":"'"$T/k1"'"'
 grep -q setup_key "$T/out" && fail "  the key is not printed" || ok "  the key is not printed"
 [ "$(stat -c %a "$T/k1")" = 600 ] && ok "  the key file is 0600" || fail "  the key file is 0600 ($(stat -c %a "$T/k1"))"
 KEY=$(cat "$T/k1")
@@ -130,6 +130,55 @@ grep_in "  from the tunnel" "$T/out" '"source":"tunnel","url":"http://127.0.0.1:
 PROVIDER=daytona conf ep2.conf "delete_default = yes" "[endpoint.s3]" "url = http://127.0.0.1:$S3"
 expect "the runner's overlay address is looked up by its peer name" 1 "$SANDRUN_BIN" -c "$T/ep2.conf" endpoint --attempts 1 s3
 grep_in "  (100.64.0.1 here, which this machine does not route)" "$T/err" "http://100.64.0.1:$S3"
+
+# ---- a run enrols its sandbox (on the Daytona emulator) ----
+# The emulator's sandboxes run the fake client as `netbird` (first in
+# their PATH); the store answers on the runner's "overlay address"
+# (runner_ip = 127.0.0.1 here).
+mkdir -p "$T/nbbin"
+ln -s "$CLIENT" "$T/nbbin/netbird"
+PATH="$T/nbbin:$PATH" node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/dtn" \
+	--api-key dtn-nb-key --transition-ms 20 >"$T/dtn.out" 2>"$T/dtn.err" &
+DTN_PID=$!
+trap 'kill $EMU_PID $S3_PID $DTN_PID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/dtn.out" ] && break; sleep 0.05; done
+DTN_API=$(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/dtn.out")
+PROVIDER=daytona conf run.conf "delete_default = yes" "runner_ip = 127.0.0.1" \
+	"[endpoint.s3]" "url = http://127.0.0.1:$S3"
+sed -i "s|^api_url = http://127.0.0.1:1/api|api_url = $DTN_API|; s|^api_key = unused|api_key = dtn-nb-key\nsecrets = off|" "$T/run.conf"
+run_nb() { # run_nb NAME EXIT PROMPT
+	SANDRUN_RUNNER_HARNESSES=claude SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
+		SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs" \
+		expect "$1" "$2" "$SANDRUN_BIN" -c "$T/run.conf" run --json --endpoint s3 "$3"
+}
+sandruns() { echo "$(names groups) / $(names setup_keys) / $(names policies) / $(names peers)"; }
+run_nb "a run whose endpoint goes through NetBird" 0 \
+	'sh:echo "url=$SANDRUN_ENDPOINT_S3"; ls -A "$HOME/.sandrun" | grep -c key; env | grep -c -i -e setup -e nb_'
+grep_in "  the endpoint resolves through NetBird, for an enrolled sandbox" "$T/out" \
+	'"type":"endpoint.resolved","service":"s3","source":"tunnel","url":"http://127.0.0.1:'"$S3"'","via":"netbird","enrolment":true'
+grep_in "  the sandbox joined, for exactly the store's port" "$T/out" \
+	'"type":"tunnel.enrolled","tunnel":"netbird","peer":"[^"]*","ip":"100.64.[0-9.]*","ports":\['"$S3"'\]'
+[ "$(grep -n tunnel.enrolled "$T/out" | cut -d: -f1)" -lt "$(grep -n agent.starting "$T/out" | cut -d: -f1)" ] &&
+	ok "  before the agent started" || fail "  before the agent started"
+grep_in "  the agent has the URL, no key file and no key in its environment" "$T/out" \
+	'"text":"exit 1: url=http://127.0.0.1:'"$S3"'\\n0\\n0"'
+grep_in "  released at the end of the turn" "$T/out" '"type":"tunnel.released","tunnel":"netbird"'
+[ "$(sandruns)" = "All runners /  /  / runner" ] && ok "  peer, key, policy and group are gone" ||
+	fail "  left: $(sandruns)"
+run_nb "a run that fails after the enrolment" 6 exit_mid_turn
+grep_in "  had enrolled" "$T/out" '"type":"tunnel.enrolled"'
+grep_in "  and released" "$T/out" '"type":"tunnel.released"'
+[ "$(sandruns)" = "All runners /  /  / runner" ] && ok "  leaves nothing in NetBird" || fail "  left: $(sandruns)"
+rm "$T/nbbin/netbird"
+printf '#!/bin/sh\necho "netbird: daemon not running" >&2\nexit 1\n' >"$T/nbbin/netbird"
+chmod +x "$T/nbbin/netbird"
+run_nb "a sandbox that cannot join fails the run" 6 ok
+grep_in "  tunnel_enrol_failed with the client's words" "$T/out" \
+	'"code":"tunnel_enrol_failed","message":"tunnel .netbird.: the sandbox could not join: netbird: daemon not running'
+grep -q agent.starting "$T/out" && fail "  no agent started" || ok "  no agent started"
+[ "$(sandruns)" = "All runners /  /  / runner" ] && ok "  and leaves nothing in NetBird" || fail "  left: $(sandruns)"
+find "$T/dtn" -name 'tunnel.key' | grep -q . && fail "  no key file is left in the sandbox" ||
+	ok "  no key file is left in the sandbox"
 
 # ---- bad configuration and a bad token ----
 printf 'nbp_%036d\n' 7 >"$T/wrong"

@@ -140,19 +140,14 @@ int local__unmount(void *self, uint64_t req, const char *id, const char *path,
 	local *lp = self;
 	/* fusermount for a FUSE mount of the runner's user; umount, for
 	 * root, when there is no fusermount. 32: umount's "not mounted". */
-	static const char *const tmpl[] = {
-		"/bin/sh", "-c",
+	static const char script[] =
 		"mountpoint -q \"$1\" || exit 32; "
 		"fusermount -u -z \"$1\" 2>/dev/null || fusermount3 -u -z \"$1\" 2>/dev/null || "
-		"umount -l \"$1\"",
-		"sh", NULL, NULL
-	};
-	const char *argv[6];
+		"umount -l \"$1\"";
+	const char *argv[] = { "/bin/sh", "-c", script, "sh", path, NULL };
 
 	(void)req;
 	if (!local__valid_id(id) || !in_box(lp, id, path))
 		return SR_EINVAL;
-	memcpy(argv, tmpl, sizeof(tmpl));
-	argv[4] = path;
 	return spawn(lp, argv, "unmount", done, ud);
 }
