@@ -444,6 +444,7 @@ void sr__run_free(sr__run *r)
 	json_decref(r->files);
 	json_decref(r->env);
 	json_decref(r->ep_env);
+	json_decref(r->ep_routes);
 	json_decref(r->mounted);
 	sr__run_enrol_free(r);
 	free(r->mt);

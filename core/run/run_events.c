@@ -41,9 +41,32 @@ void sr__run_on_relay_event(void *ud, json_t *ev)
 }
 
 /* Plugins' events (host->event) join the run's. */
+/* A tunnel that failed under the run: which of its endpoints went with
+ * it (the agent's URL for it no longer works; the next turn resolves
+ * again). */
+static void endpoints_lost(sr__run *r, json_t *ev)
+{
+	const char *local = json_string_value(json_object_get(ev, "url"));
+	json_t *route;
+	size_t i;
+
+	json_array_foreach(r->ep_routes, i, route)
+		if (local && strcmp(json_string_value(json_object_get(route, "source")), "tunnel") == 0 &&
+		    strcmp(json_string_value(json_object_get(route, "local")), local) == 0)
+			sr__run_emit(r, json_pack("{s:s, s:O, s:O, s:O?}", "type", "endpoint.lost",
+						  "service", json_object_get(route, "service"), "url",
+						  json_object_get(route, "url"), "reason",
+						  json_object_get(ev, "reason")));
+}
+
 void sr__run_plugin_event(void *ud, json_t *ev)
 {
-	sr__run_emit(ud, json_incref(ev));
+	sr__run *r = ud;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+
+	sr__run_emit(r, json_incref(ev));
+	if (type && strcmp(type, "tunnel.failed") == 0)
+		endpoints_lost(r, ev);
 }
 
 void sr__run_on_update(sr__run *r, json_t *update)

@@ -108,6 +108,7 @@ struct sr__run {
 	struct sr__endpoint_job *ep_job;
 	size_t ep_index;
 	json_t *ep_env;          /* {"name", "value"} for the agent */
+	json_t *ep_routes;       /* {"service", "local", "url", "source"} */
 	/* The storage mounts (core/run/mount.h): mounted after the
 	 * endpoints, before the preparation; unmounted first at release. */
 	struct sr__mount_target *mt; /* --mount, parsed by the plan */

@@ -447,7 +447,6 @@ static void on_endpoint(void *ud, int status, const char *url, const char *sourc
 	char name[80];
 	size_t i;
 
-	(void)source;
 	r->ep_job = NULL;
 	if (status == SR_ECANCELED && r->phase >= SR__RUN_STOPPING) {
 		r->inflight--; /* advance, which cancelled it, goes on */
@@ -458,6 +457,16 @@ static void on_endpoint(void *ud, int status, const char *url, const char *sourc
 	if (status != SR_OK) {
 		sr__run_fail(r, "endpoint_unreachable", "%s", message ? message : sr__strerror(status));
 		return;
+	}
+	/* Each route, to tell which endpoint a tunnel's failure takes. */
+	if (r->ep_routes || (r->ep_routes = json_array())) {
+		sr__endpoint_spec spec;
+		char why[600];
+		if (sr__endpoint_config(r->ctx, current_service(r), &spec, why, sizeof(why)) == SR_OK)
+			json_array_append_new(r->ep_routes,
+					      json_pack("{s:s, s:s, s:s, s:s}", "service",
+							current_service(r), "local", spec.url,
+							"url", url, "source", source ? source : ""));
 	}
 	if (r->ep_index >= r->o.n_endpoints) {
 		/* The store the mounts reach. */
@@ -562,6 +571,9 @@ static void resolve_next_endpoint(sr__run *r)
 	 * enrolled once every endpoint is resolved (run_enrol.c). */
 	spec.enrolled = tunnel && sr__tunnel_can_enrol(tunnel);
 	r->tunnel = tunnel;
+	/* Its events (tunnel.failed) are the run's too. */
+	if (tunnel && r->sink.only[0] && !r->sink.only[2])
+		r->sink.only[2] = tunnel;
 	if (!(r->ep_job = sr__endpoint_resolve(r->ctx, &spec, on_endpoint_event, on_endpoint, r))) {
 		sr__run_fail(r, "out_of_memory", "out of memory resolving the endpoints");
 		return;

@@ -87,4 +87,35 @@ SANDRUN_RUNNER_HARNESSES= "$SANDRUN_BIN" -c "$T/cf.conf" doctor >"$T/out" 2>&1
 grep_in "doctor checks cloudflared's version" "$T/out" "ok.*tunnel cloudflared.*cloudflared version 2024.8.2"
 conf bad.conf "[tunnel.cloudflared]" "start_timeout = 0"
 expect "a bad start_timeout is a configuration error" 3 ep bad.conf s3
+# ---- a quick tunnel that dies in the middle of a run ----
+# On the Daytona emulator (a remote provider: the store goes through the
+# tunnel); the turn goes on, its stream says which endpoint went with the
+# tunnel, and the next turn resolves a new one.
+node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/dtn" --api-key dtn-cf-key \
+	--transition-ms 20 >"$T/dtn.out" 2>"$T/dtn.err" &
+DTN_PID=$!
+trap 'kill $EDGE_PID $S3_PID $DTN_PID 2>/dev/null; rm -rf "$T"' EXIT
+for _ in $(seq 100); do [ -s "$T/dtn.out" ] && break; sleep 0.05; done
+conf run.conf
+sed -i "s|^api_url = http://127.0.0.1:1/api|api_url = $(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/dtn.out")|; s|^api_key = unused|api_key = dtn-cf-key\nsecrets = off|" "$T/run.conf"
+export SANDRUN_RUNNER_HARNESSES=claude SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
+	SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
+"$SANDRUN_BIN" -c "$T/run.conf" run --json --endpoint s3 slow:3000 >"$T/run1" 2>"$T/run1.err" &
+RUN_PID=$!
+for _ in $(seq 200); do grep -q agent.prompt_sent "$T/run1" && break; sleep 0.05; done
+pid=$(running | cut -d/ -f3)
+[ -n "$pid" ] && kill -9 "$pid" && ok "the run's cloudflared is killed mid-turn" ||
+	fail "the run's cloudflared is killed mid-turn"
+wait $RUN_PID
+rc=$?
+[ "$rc" -eq 0 ] && ok "  the turn still ends (exit 0)" || { fail "  the turn still ends (exit $rc)"; cat "$T/run1" "$T/run1.err"; }
+first=$(sed -n 's/.*"type":"endpoint.resolved".*"url":"\(https:[^"]*\)".*/\1/p' "$T/run1")
+grep_in "  its stream has the tunnel's failure" "$T/run1" '"url":"http://127.0.0.1:'"$S3"'".*"type":"tunnel.failed"'
+grep_in "  and which endpoint went with it" "$T/run1" '"type":"endpoint.lost","service":"s3","url":"'"$first"'"'
+expect "the next turn resolves again" 0 "$SANDRUN_BIN" -c "$T/run.conf" run --json --endpoint s3 ok
+second=$(sed -n 's/.*"type":"endpoint.resolved".*"url":"\(https:[^"]*\)".*/\1/p' "$T/out")
+[ -n "$second" ] && [ "$second" != "$first" ] && ok "  through a new quick tunnel" ||
+	fail "  through a new quick tunnel ($first, then $second)"
+grep -q endpoint.lost "$T/out" && fail "  which nothing takes away" || ok "  which nothing takes away"
+unset SANDRUN_RUNNER_HARNESSES
 finish
