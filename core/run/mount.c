@@ -224,6 +224,8 @@ static void tail_add(sr__mount_job *j, const void *data, size_t len)
 {
 	size_t room = sizeof(j->err) - 1 - j->err_len;
 
+	if (!data || !len)
+		return;
 	if (len > room)
 		len = room;
 	memcpy(j->err + j->err_len, data, len);

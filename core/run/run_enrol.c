@@ -169,6 +169,8 @@ static void on_join_err(void *ud, const void *data, size_t len)
 	sr__run *r = ud;
 	size_t room = sizeof(r->enrol_err) - 1 - r->enrol_err_len;
 
+	if (!data || !len)
+		return;
 	if (len > room)
 		len = room;
 	memcpy(r->enrol_err + r->enrol_err_len, data, len);
