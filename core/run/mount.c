@@ -18,25 +18,40 @@
 #define CREDS_MAX 8192
 #define CREDS_TIMEOUT_MS 30000
 
-/* The mounter's shell: the credentials file into the environment, the
- * file gone, the mount point made, then the mounter. */
+/* Through exec (a provider without a mount operation), the mounter's
+ * shell: the credentials file into the environment, the file gone, the
+ * mount point made, then the mounter (bounded: a FUSE mounter returns
+ * once mounted, its daemon lives on). */
 static const char mount_script[] =
 	"f=$1 p=$2; shift 2; set -a; . \"$f\"; r=$?; set +a; rm -f \"$f\"; "
 	"[ $r -eq 0 ] || { echo \"cannot read the credentials file\" >&2; exit 1; }; "
-	"mkdir -p \"$p\" && exec \"$@\"";
+	"mkdir -p \"$p\" && exec timeout 120 \"$@\"";
 static const char check_script[] =
 	"mountpoint -q \"$1\" || { echo \"$1 is not a mount point\" >&2; exit 1; }; "
-	"ls -A \"$1\" >/dev/null";
+	"timeout 20 ls -A \"$1\" >/dev/null";
+/* Only a FUSE mount (or one whose daemon died: stat fails); plainly
+ * first, lazily when busy. 32: nothing of ours is there. */
 static const char unmount_script[] =
-	"mountpoint -q \"$1\" || exit 32; "
-	"fusermount -u -z \"$1\" 2>/dev/null || fusermount3 -u -z \"$1\" 2>/dev/null || "
-	"umount -l \"$1\"";
+	"t=$(stat -f -c %T \"$1\" 2>/dev/null) || t=dead; "
+	"case $t in fuse*|dead) ;; *) exit 32 ;; esac; "
+	"timeout 30 fusermount -u \"$1\" 2>/dev/null || fusermount -u -z \"$1\" 2>/dev/null || "
+	"fusermount3 -u -z \"$1\" 2>/dev/null || umount -l \"$1\" 2>/dev/null || "
+	"{ [ $t = dead ] && [ ! -e \"$1\" ] && exit 32; echo \"cannot unmount $1\" >&2; exit 1; }";
 
 enum step { S_START, S_STALE, S_CREDS, S_DIR, S_PUT, S_MOUNT, S_CLEAN, S_CHECK, S_UNMOUNT };
+
+/* The credentials' names in the mounter's environment: s3fs's, then the
+ * AWS SDK's (geesefs). */
+static const char *const cred_names[3][2] = {
+	{ "AWSACCESSKEYID", "AWS_ACCESS_KEY_ID" },
+	{ "AWSSECRETACCESSKEY", "AWS_SECRET_ACCESS_KEY" },
+	{ "AWSSESSIONTOKEN", "AWS_SESSION_TOKEN" },
+};
 
 struct sr__mount_job {
 	sr__ctx *ctx;
 	sr__plugin *provider;
+	int via_op;                /* the provider mounts (ABI 2.3) */
 	char *sandbox, *workspace, *home, *s3_url;
 	const char *mounter, *region, *creds_cmd;
 	sr__mount_target t[SR__MOUNT_MAX];
@@ -44,15 +59,17 @@ struct sr__mount_job {
 	size_t n, i;
 	enum step step;
 	int cancelled, finished;
-	int mount_status;          /* the mounter's, kept over S_CLEAN */
+	int status;                /* a failure kept over S_CLEAN */
 	char abs[1300];            /* the current mount point */
 	char envfile[1300];
 	char *out;                 /* the credentials command's stdout */
 	size_t out_len;
+	char *cred[3];             /* key id, secret, session token or NULL */
 	char err[1024];            /* the current process's stderr, its end */
 	size_t err_len;
 	char msg[2048];
 	sr_proc *proc;
+	uint64_t chan;             /* the exec in flight, or 0 */
 	uv_timer_t timer;
 	sr__mount_event_fn event;
 	sr__mount_done_fn done;
@@ -128,6 +145,11 @@ int sr__mount_parse(const char *arg, sr__mount_target *t, char *why, size_t n)
 				 "control character", arg);
 			return SR_EINVAL;
 		}
+		if (t->prefix[0] == '-') {
+			snprintf(why, n, "--mount '%s': the prefix starts with '-' (it would read as an "
+				 "option of the credentials command)", arg);
+			return SR_EINVAL;
+		}
 	}
 	path = colon + 1;
 	if (!*path || strlen(path) >= sizeof(t->path) ||
@@ -168,17 +190,37 @@ int sr__mount_config(sr__ctx *ctx, const char **endpoint, char *why, size_t n)
 
 /* ------------------------------------------------------------ the job */
 
+static void wipe(char *s)
+{
+	if (s)
+		memset(s, 0, strlen(s));
+}
+
+static void forget_creds(sr__mount_job *j)
+{
+	for (int k = 0; k < 3; k++) {
+		wipe(j->cred[k]);
+		free(j->cred[k]);
+		j->cred[k] = NULL;
+	}
+	if (j->out)
+		memset(j->out, 0, j->out_len);
+	free(j->out);
+	j->out = NULL;
+	j->out_len = 0;
+}
+
 static void on_closed(uv_handle_t *h)
 {
 	sr__mount_job *j = h->data;
 
 	for (size_t i = 0; i < j->n; i++)
 		free(j->down[i]);
+	forget_creds(j);
 	free(j->sandbox);
 	free(j->workspace);
 	free(j->home);
 	free(j->s3_url);
-	free(j->out);
 	free(j);
 }
 
@@ -186,6 +228,7 @@ static void finish(sr__mount_job *j, int status, const char *message)
 {
 	j->finished = 1;
 	uv_timer_stop(&j->timer);
+	forget_creds(j);
 	j->done(j->ud, status, message);
 	uv_close((uv_handle_t *)&j->timer, on_closed);
 }
@@ -201,6 +244,8 @@ static void redact_msg(sr__mount_job *j)
 	}
 }
 
+/* The failure of the current mount, in j->msg. A credentials file that
+ * may be in the sandbox is removed first (S_CLEAN), then the job ends. */
 static void fail(sr__mount_job *j, int status, const char *fmt, ...) SR_PRINTF(3, 4);
 static void fail(sr__mount_job *j, int status, const char *fmt, ...)
 {
@@ -210,6 +255,12 @@ static void fail(sr__mount_job *j, int status, const char *fmt, ...)
 	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
 	va_end(ap);
 	redact_msg(j);
+	if (!j->via_op && (j->step == S_PUT || j->step == S_MOUNT)) {
+		j->status = status;
+		j->step = S_CLEAN;
+		step(j);
+		return;
+	}
 	finish(j, status, j->msg);
 }
 
@@ -268,8 +319,9 @@ static void on_ch_exit(void *ud, int status, int sig)
 {
 	sr__mount_job *j = ud;
 
+	j->chan = 0;
 	if (sig)
-		landed(j, SR_EIO, "killed by a signal");
+		landed(j, j->cancelled ? SR_ECANCELED : SR_EIO, "killed by a signal");
 	else
 		landed(j, status == 0 ? SR_OK : status == 32 ? SR_ENOTFOUND : SR_EIO, NULL);
 }
@@ -278,7 +330,8 @@ static void on_ch_failed(void *ud, int status, const char *message)
 {
 	sr__mount_job *j = ud;
 
-	tail_add(j, message ? message : "", message ? strlen(message) : 0);
+	j->chan = 0;
+	tail_add(j, message, message ? strlen(message) : 0);
 	landed(j, status < 0 ? status : SR_EIO, message);
 }
 
@@ -291,8 +344,10 @@ static int exec_in_box(sr__mount_job *j, const char *const *argv)
 	uint64_t req = sr__next_req();
 	int rc = sr__provider_exec(j->provider, req, j->sandbox, &spec, &cbs, j);
 
-	if (rc == SR_OK)
+	if (rc == SR_OK) {
+		j->chan = req;
 		(void)sr__provider_channel_close_input(j->provider, req);
+	}
 	return rc;
 }
 
@@ -305,7 +360,7 @@ static void creds_out(void *ud, const void *data, size_t len)
 
 	if (j->out_len + len > CREDS_MAX)
 		len = j->out_len < CREDS_MAX ? CREDS_MAX - j->out_len : 0;
-	if (!len || !(g = realloc(j->out, j->out_len + len + 1)))
+	if (!len || !data || !(g = realloc(j->out, j->out_len + len + 1)))
 		return;
 	j->out = g;
 	memcpy(j->out + j->out_len, data, len);
@@ -325,6 +380,10 @@ static void creds_exit(void *ud, int status, int sig)
 
 	j->proc = NULL;
 	uv_timer_stop(&j->timer);
+	if (j->cancelled) {
+		landed(j, SR_ECANCELED, NULL);
+		return;
+	}
 	if (sig || status != 0) {
 		if (j->err_len)
 			(void)tail(j); /* one line, no trailing blank */
@@ -355,14 +414,13 @@ static int start_creds(sr__mount_job *j)
 	char err[256];
 	int rc;
 
-	free(j->out);
-	j->out = NULL;
-	j->out_len = 0;
+	forget_creds(j);
 	rc = sr__proc_spawn(j->ctx->loop, &ps, &cb, j, &j->proc, err, sizeof(err));
 	if (rc != SR_OK) {
 		tail_add(j, err, strlen(err));
 		return rc;
 	}
+	(void)sr__proc_close_stdin(j->proc); /* it reads nothing */
 	uv_timer_start(&j->timer, creds_timeout, CREDS_TIMEOUT_MS, 0);
 	return SR_OK;
 }
@@ -376,47 +434,54 @@ static int shell_safe(const char *v)
 	return 1;
 }
 
-/* The credentials file's text from the command's output, or NULL with
- * the reason in j->msg. Every value is registered as a secret first. */
-static char *creds_file(sr__mount_job *j)
+/* The command's output into j->cred, each value registered as a secret
+ * first; SR_OK, or the reason in j->msg. */
+static int parse_creds(sr__mount_job *j)
 {
-	static const char *const names[3][2] = {
-		{ "AWSACCESSKEYID", "AWS_ACCESS_KEY_ID" },
-		{ "AWSSECRETACCESSKEY", "AWS_SECRET_ACCESS_KEY" },
-		{ "AWSSESSIONTOKEN", "AWS_SESSION_TOKEN" },
-	};
 	static const char *const keys[3] = { "AccessKeyId", "SecretAccessKey", "SessionToken" };
 	json_t *o = j->out ? json_loads(j->out, 0, NULL) : NULL;
-	const char *v[3];
-	size_t cap = 64, len = 0;
-	char *text;
+	const char *v;
+	int rc = SR_OK;
 
 	if (!json_is_object(o) || json_integer_value(json_object_get(o, "Version")) != 1) {
 		snprintf(j->msg, sizeof(j->msg), "it did not print a JSON object with \"Version\": 1");
 		json_decref(o);
-		return NULL;
+		return SR_EPROTO;
 	}
-	for (int k = 0; k < 3; k++) {
-		v[k] = json_string_value(json_object_get(o, keys[k]));
-		if (v[k])
-			sr__secret_register(v[k]);
-		if ((k < 2 && (!v[k] || !*v[k])) || (v[k] && !shell_safe(v[k]))) {
+	for (int k = 0; k < 3 && rc == SR_OK; k++) {
+		v = json_string_value(json_object_get(o, keys[k]));
+		if (v)
+			sr__secret_register(v);
+		if ((k < 2 && (!v || !*v)) || (v && !shell_safe(v))) {
 			snprintf(j->msg, sizeof(j->msg), "its \"%s\" is %s", keys[k],
-				 v[k] && *v[k] ? "not printable text without a quote" : "missing");
-			json_decref(o);
-			return NULL;
+				 v && *v ? "not printable text without a quote" : "missing");
+			rc = SR_EPROTO;
+		} else if (v && *v && !(j->cred[k] = strdup(v))) {
+			snprintf(j->msg, sizeof(j->msg), "out of memory");
+			rc = SR_ENOMEM;
 		}
-		if (v[k])
-			cap += 2 * (strlen(names[k][0]) + strlen(names[k][1]) + strlen(v[k]) + 8);
 	}
+	/* The parsed copy of the secrets goes with the object. */
+	json_object_clear(o);
+	json_decref(o);
+	return rc;
+}
+
+/* The credentials file's text (exec path). */
+static char *creds_file(sr__mount_job *j)
+{
+	size_t cap = 64, len = 0;
+	char *text;
+
+	for (int k = 0; k < 3; k++)
+		if (j->cred[k])
+			cap += 2 * (strlen(cred_names[k][0]) + strlen(cred_names[k][1]) +
+				    strlen(j->cred[k]) + 8);
 	if ((text = malloc(cap)))
 		for (int k = 0; k < 3; k++)
-			for (int e = 0; e < 2 && v[k]; e++)
+			for (int e = 0; e < 2 && j->cred[k]; e++)
 				len += (size_t)snprintf(text + len, cap - len, "%s='%s'\n",
-							names[k][e], v[k]);
-	json_decref(o);
-	if (!text)
-		snprintf(j->msg, sizeof(j->msg), "out of memory");
+							cred_names[k][e], j->cred[k]);
 	return text;
 }
 
@@ -427,14 +492,17 @@ static int start_mount(sr__mount_job *j)
 	const sr__mount_target *t = &j->t[j->i];
 	char src[1000], url[1100], region[200];
 	const char *argv[24];
-	size_t a = 0;
+	sr_pair env[6];
+	size_t a = 0, e = 0;
 
-	argv[a++] = "/bin/sh";
-	argv[a++] = "-c";
-	argv[a++] = mount_script;
-	argv[a++] = "sh";
-	argv[a++] = j->envfile;
-	argv[a++] = j->abs;
+	if (!j->via_op) {
+		argv[a++] = "/bin/sh";
+		argv[a++] = "-c";
+		argv[a++] = mount_script;
+		argv[a++] = "sh";
+		argv[a++] = j->envfile;
+		argv[a++] = j->abs;
+	}
 	if (strcmp(j->mounter, "geesefs") == 0) {
 		snprintf(src, sizeof(src), "%s%s%s", t->bucket, *t->prefix ? ":" : "", t->prefix);
 		argv[a++] = "geesefs";
@@ -459,8 +527,14 @@ static int start_mount(sr__mount_job *j)
 	argv[a++] = src;
 	argv[a++] = j->abs;
 	argv[a] = NULL;
-	if (sr__provider_has_mount(j->provider)) {
-		sr_mount_spec ms = { sizeof(ms), argv, j->abs };
+	if (j->via_op) {
+		sr_mount_spec ms = { sizeof(ms), argv, j->abs, env, 0 };
+		for (int k = 0; k < 3; k++)
+			for (int v = 0; v < 2 && j->cred[k]; v++) {
+				env[e].name = cred_names[k][v];
+				env[e++].value = j->cred[k];
+			}
+		ms.n_env = e;
 		return sr__provider_mount(j->provider, sr__next_req(), j->sandbox, &ms, on_result, j);
 	}
 	return exec_in_box(j, argv);
@@ -470,21 +544,73 @@ static int start_unmount(sr__mount_job *j, const char *path)
 {
 	const char *argv[] = { "/bin/sh", "-c", unmount_script, "sh", path, NULL };
 
-	if (sr__provider_has_mount(j->provider))
+	if (j->via_op)
 		return sr__provider_unmount(j->provider, sr__next_req(), j->sandbox, path, on_result,
 					    j);
 	return exec_in_box(j, argv);
 }
 
+/* The mount point of t, absolute, into out; 0 when it would cover the
+ * workspace, the home or sandrun's own directory in it (its files would
+ * go to the store), or another mount of the job. */
+static int mount_point(sr__mount_job *j, size_t i, char *out, size_t n, char *why, size_t wn)
+{
+	const char *own[3];
+	char dot[1300], other[1300];
+	size_t l;
+
+	if (j->t[i].path[0] == '/')
+		snprintf(out, n, "%s", j->t[i].path);
+	else
+		snprintf(out, n, "%s/%s", j->workspace, j->t[i].path);
+	snprintf(dot, sizeof(dot), "%s/.sandrun", j->home ? j->home : j->workspace);
+	own[0] = j->workspace;
+	own[1] = j->home;
+	own[2] = dot;
+	l = strlen(out);
+	for (int k = 0; k < 3; k++) {
+		size_t ol = own[k] ? strlen(own[k]) : 0;
+		if (!own[k])
+			continue;
+		/* out is own[k], above it, or (for .sandrun) below it. */
+		if ((strncmp(own[k], out, l) == 0 && (own[k][l] == 0 || own[k][l] == '/')) ||
+		    (k == 2 && strncmp(out, own[k], ol) == 0 && out[ol] == '/')) {
+			snprintf(why, wn, "%s would cover %s", out, own[k]);
+			return 0;
+		}
+	}
+	for (size_t k = 0; k < j->n; k++) {
+		size_t ol;
+		if (k == i)
+			continue;
+		if (j->t[k].path[0] == '/')
+			snprintf(other, sizeof(other), "%s", j->t[k].path);
+		else
+			snprintf(other, sizeof(other), "%s/%s", j->workspace, j->t[k].path);
+		ol = strlen(other);
+		if ((strncmp(other, out, l) == 0 && other[l] == '/') ||
+		    (strncmp(out, other, ol) == 0 && (out[ol] == '/' || out[ol] == 0))) {
+			snprintf(why, wn, "%s and %s are one inside the other", out, other);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Start the operation of j->step; its answer comes to landed. */
 static void step(sr__mount_job *j)
 {
-	const sr__mount_target *t;
 	const char *check[] = { "/bin/sh", "-c", check_script, "sh", j->abs, NULL };
-	char dir[1300], *text;
+	char dir[1300], why[3000], *text;
 	int rc;
 
-	if (j->cancelled) {
+	/* A credentials file in the sandbox is removed even when cancelled:
+	 * one is there between its put and the removal. */
+	if (j->cancelled && j->step == S_MOUNT && !j->via_op) {
+		j->status = SR_ECANCELED;
+		snprintf(j->msg, sizeof(j->msg), "cancelled");
+		j->step = S_CLEAN;
+	} else if (j->cancelled && j->step != S_CLEAN) {
 		finish(j, SR_ECANCELED, "cancelled");
 		return;
 	}
@@ -504,15 +630,14 @@ static void step(sr__mount_job *j)
 		finish(j, SR_OK, NULL);
 		return;
 	}
-	t = &j->t[j->i];
 	switch (j->step) {
 	case S_START:
 	case S_STALE:
 		j->step = S_STALE;
-		if (t->path[0] == '/')
-			snprintf(j->abs, sizeof(j->abs), "%s", t->path);
-		else
-			snprintf(j->abs, sizeof(j->abs), "%s/%s", j->workspace, t->path);
+		if (!mount_point(j, j->i, j->abs, sizeof(j->abs), why, sizeof(why))) {
+			fail(j, SR_EINVAL, "mount %s: refused: %s", j->abs, why);
+			return;
+		}
 		snprintf(j->envfile, sizeof(j->envfile), "%s/.sandrun/mount-%zu.env",
 			 j->home ? j->home : j->workspace, j->i);
 		rc = start_unmount(j, j->abs);
@@ -532,20 +657,17 @@ static void step(sr__mount_job *j)
 		break;
 	case S_PUT:
 		if (!(text = creds_file(j))) {
-			char why[300];
-			snprintf(why, sizeof(why), "%s", j->msg);
-			fail(j, SR_EPROTO, "mount %s: [mount] credentials_command %s: %s", j->abs,
-			     j->creds_cmd, why);
+			fail(j, SR_ENOMEM, "mount %s: out of memory", j->abs);
 			return;
 		}
 		rc = sr__provider_file_put(j->provider, sr__next_req(), j->sandbox, j->envfile,
 					   text, strlen(text), 0600, on_result, j);
-		memset(text, 0, strlen(text));
+		wipe(text);
 		free(text);
 		break;
 	case S_MOUNT:
 		emit(j, json_pack("{s:s, s:s, s:s, s:s}", "type", "mount.mounting", "bucket",
-				  t->bucket, "prefix", t->prefix, "path", j->abs));
+				  j->t[j->i].bucket, "prefix", j->t[j->i].prefix, "path", j->abs));
 		rc = start_mount(j);
 		break;
 	case S_CLEAN:
@@ -575,12 +697,21 @@ static void landed(sr__mount_job *j, int status, const char *message)
 		j->step = S_CREDS;
 		break;
 	case S_CREDS:
+		if (status == SR_ECANCELED || j->cancelled)
+			break; /* step() ends it */
 		if (status != SR_OK) {
 			fail(j, SR_EIO, "mount %s: [mount] credentials_command %s failed: %s", j->abs,
 			     j->creds_cmd, tail(j));
 			return;
 		}
-		j->step = S_DIR;
+		if ((status = parse_creds(j)) != SR_OK) {
+			char why[300];
+			snprintf(why, sizeof(why), "%s", j->msg);
+			fail(j, status, "mount %s: [mount] credentials_command %s: %s", j->abs,
+			     j->creds_cmd, why);
+			return;
+		}
+		j->step = j->via_op ? S_MOUNT : S_DIR;
 		break;
 	case S_DIR:
 		if (status != SR_OK && status != SR_EEXIST) {
@@ -599,22 +730,26 @@ static void landed(sr__mount_job *j, int status, const char *message)
 		j->step = S_MOUNT;
 		break;
 	case S_MOUNT:
-		j->mount_status = status;
-		if (status == SR_EPERM && !j->err_len)
-			snprintf(j->msg, sizeof(j->msg), "mount %s: provider '%s' refuses it as a "
-				 "mount point (a directory of the sandbox's workspace or home, reached "
-				 "without a symbolic link)", j->abs, j->provider->desc->name);
-		else if (status != SR_OK)
-			snprintf(j->msg, sizeof(j->msg), "mount %s: %s failed: %s", j->abs,
-				 j->mounter, message && !j->err_len ? message : tail(j));
-		j->step = S_CLEAN;
+		forget_creds(j);
+		if (status == SR_EPERM && !j->err_len) {
+			fail(j, status, "mount %s: provider '%s' refuses it as a mount point (a "
+			     "directory of the sandbox's workspace or home, reached without a "
+			     "symbolic link)%s%s", j->abs, j->provider->desc->name,
+			     message ? ": " : "", message ? message : "");
+			return;
+		}
+		if (status != SR_OK) {
+			fail(j, status, "mount %s: %s failed: %s", j->abs, j->mounter,
+			     message && !j->err_len ? message : tail(j));
+			return;
+		}
+		j->step = j->via_op ? S_CHECK : S_CLEAN;
 		break;
 	case S_CLEAN:
 		/* The file is gone either way: the mounter's shell removed it,
 		 * or this did. */
-		if (j->mount_status != SR_OK) {
-			redact_msg(j);
-			finish(j, j->mount_status, j->msg);
+		if (j->status != SR_OK) {
+			finish(j, j->status, j->msg);
 			return;
 		}
 		j->step = S_CHECK;
@@ -669,6 +804,7 @@ static sr__mount_job *job_new(sr__ctx *ctx, const sr__mount_box *box, sr__mount_
 		return NULL;
 	j->ctx = ctx;
 	j->provider = box->provider;
+	j->via_op = sr__provider_has_mount(box->provider);
 	j->sandbox = strdup(box->sandbox);
 	j->workspace = strdup(box->workspace);
 	j->home = box->home ? strdup(box->home) : NULL;
@@ -732,4 +868,6 @@ void sr__mount_cancel(sr__mount_job *j)
 	j->cancelled = 1;
 	if (j->proc)
 		(void)sr__proc_kill(j->proc, SIGKILL);
+	if (j->chan)
+		(void)sr__provider_channel_signal(j->provider, j->chan, SIGKILL);
 }

@@ -309,9 +309,6 @@ static void release_sandbox(sr__run *r)
 	if (!r->sandbox_id)
 		return;
 	r->teardown = teardown_reason(r);
-	/* Its tunnel enrolment goes, whatever the outcome (a failed run
-	 * leaves no peer, key, policy or group behind). */
-	(void)sr__run_release_enrolment(r);
 	/* Its mounts go first, whatever becomes of it. */
 	if (json_array_size(r->mounted) && unmount_all(r) == SR_OK)
 		return;
@@ -325,6 +322,10 @@ static void settle_sandbox(sr__run *r)
 	enum sr__teardown why = r->teardown;
 	enum sr__disposition d = sr__teardown_disposition(why, r->created);
 
+	/* Its tunnel enrolment goes, whatever the outcome (a failed run
+	 * leaves no peer, key, policy or group behind), once its mounts,
+	 * whose store it may reach through the tunnel, are gone. */
+	(void)sr__run_release_enrolment(r);
 	/* The pointer first, then the sandbox: the pool never holds a
 	 * sandbox whose session's pointer is a turn behind. */
 	if (d != SR__DESTROY && state && r->acp_session &&

@@ -579,7 +579,9 @@ int sr__run_keep_agent(sr__run *r)
 {
 	sr__agent *a = r->ag;
 
-	if (!r->o.pool || !a || !r->agent || a->exited || a->signalled || r->shutdown ||
+	/* A turn with mounts keeps no agent: the next turn's mounts are made
+	 * with no process of the sandbox running. */
+	if (!r->o.pool || !a || !r->agent || a->exited || a->signalled || r->shutdown || r->n_mt ||
 	    r->exit_code != SR_RUN_EXIT_OK || !r->acp_session || r->inflight != 1 ||
 	    sr__acp_pending(a->acp) || r->perms || !r->sandbox_id)
 		return 0;

@@ -36,7 +36,7 @@
 enum { E_ENROL, E_DIR, E_PUT, E_JOIN, E_REMOVE, E_VERIFY };
 
 static const char join_script[] =
-	"f=$1; shift; \"$@\"; r=$?; rm -f \"$f\"; exit $r";
+	"f=$1; shift; timeout 60 \"$@\"; r=$?; rm -f \"$f\"; exit $r";
 
 static void enrol_step(sr__run *r);
 
@@ -88,11 +88,33 @@ static void enrol_fail(sr__run *r, const char *fmt, const char *what)
 	free(red);
 }
 
+static void on_key_removed(void *ud, const sr_result *res)
+{
+	(void)res;
+	(void)sr__run_landed(ud);
+}
+
+/* The key file removed, counted as an operation of the run: a run that
+ * ends after the key was put leaves no key in the sandbox. */
+static void remove_key(sr__run *r)
+{
+	(void)sr__run_started(r, sr__provider_file_remove(r->provider, sr__next_req(),
+							  r->sandbox_id, r->enrol_key_file,
+							  on_key_removed, r),
+			      "tunnel_enrol_failed", "cannot remove the tunnel's key file");
+}
+
 static void on_enrol_result(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
 	json_t *a;
 
+	/* Known before the run may end here: what to release, what to
+	 * remove. */
+	if (r->enrol_step == E_ENROL && res->status == SR_OK)
+		r->enrolled = 1;
+	if (r->enrol_step == E_PUT && (res->status != SR_OK || r->phase >= SR__RUN_STOPPING))
+		remove_key(r);
 	if (!sr__run_landed(r))
 		return;
 	switch (r->enrol_step) {
@@ -102,7 +124,6 @@ static void on_enrol_result(void *ud, const sr_result *res)
 				   res->message ? res->message : sr__strerror(res->status));
 			return;
 		}
-		r->enrolled = 1;
 		a = json_loads(res->json ? res->json : "", 0, NULL);
 		if (json_is_string(json_object_get(a, "setup_key")))
 			sr__secret_register(json_string_value(json_object_get(a, "setup_key")));
@@ -193,6 +214,8 @@ static void join_ended(sr__run *r, int status)
 			r->enrol_err[i] = ' ';
 	if (status != 0 && !r->enrol_err_len)
 		snprintf(r->enrol_err, sizeof(r->enrol_err), "exit status %d", status);
+	if (r->phase >= SR__RUN_STOPPING)
+		remove_key(r);
 	if (!sr__run_landed(r))
 		return;
 	/* Removed by the command's shell; again here, whatever happened. */

@@ -522,6 +522,15 @@ static void on_mounted(void *ud, int status, const char *message)
 	prepare(r);
 }
 
+static void on_warm_stopped(void *ud)
+{
+	sr__run *r = ud;
+
+	if (!sr__run_landed(r))
+		return;
+	start_mounts(r);
+}
+
 /* The turn's storage mounts (core/run/mount.h), then the preparation. */
 static void start_mounts(sr__run *r)
 {
@@ -529,6 +538,16 @@ static void start_mounts(sr__run *r)
 
 	if (!r->n_mt) {
 		prepare(r);
+		return;
+	}
+	/* No process of the sandbox runs while its mount points are made and
+	 * mounted on (an agent kept warm could swap a directory on the way
+	 * for a link; nor would it see a mount made after it started). */
+	if (r->warm_agent) {
+		sr__agent *w = r->warm_agent;
+		r->warm_agent = NULL;
+		r->inflight++;
+		sr__agent_stop(w, on_warm_stopped, r);
 		return;
 	}
 	if ((!r->mounted && !(r->mounted = json_array())) ||

@@ -360,13 +360,16 @@ typedef struct sr_exec_spec {
 	size_t n_host_paths;
 } sr_exec_spec;
 
-/* A mount in a sandbox (sr_provider_ops.mount). The mounter's
- * credentials are never in argv: it reads them from a file the core put
- * in the sandbox and removes. */
+/* A mount in a sandbox (sr_provider_ops.mount). */
 typedef struct sr_mount_spec {
 	uint32_t size;            /* sizeof(sr_mount_spec) */
-	const char *const *argv;  /* NULL-terminated */
+	const char *const *argv;  /* NULL-terminated; never a secret in it */
 	const char *path;         /* the mount point, absolute */
+	/* The mounter's environment besides PATH and LANG: its credentials
+	 * (secrets: never logged, never written where the sandbox can read
+	 * them). */
+	const sr_pair *env;
+	size_t n_env;
 } sr_mount_spec;
 
 /* Duplex byte channel of a process in a sandbox. on_stdout, on_stderr and
@@ -498,20 +501,23 @@ typedef struct sr_provider_ops {
 	int (*maintain)(void *self, uint64_t req, const char *params_json,
 			sr_done_fn done, void *ud);
 
-	/* ABI 2.3. Optional: run spec->argv, a mounter that mounts a
-	 * filesystem at spec->path and returns (a FUSE daemon that forks),
-	 * so that the mount is seen by every later exec in the sandbox until
-	 * unmount or the sandbox stops; done when argv exits (SR_OK for exit
-	 * 0; the message carries the end of its stderr). spec->path is
-	 * absolute, in the sandbox's workspace or home, and made when
-	 * missing. A provider without it has one view of the file system for
-	 * all its execs (a container), and the core runs the mounter and
-	 * `fusermount -u` through exec instead. */
+	/* ABI 2.3. Optional: run spec->argv with spec->env, a mounter that
+	 * mounts a filesystem at spec->path and returns (a FUSE daemon that
+	 * forks), so that the mount is seen by every later exec in the
+	 * sandbox until unmount or the sandbox stops; done when argv exits
+	 * (SR_OK for exit 0; the message carries the end of its stderr).
+	 * spec->path is absolute, in the sandbox's workspace or home, and
+	 * made when missing, never through a symbolic link. A provider
+	 * without it has one view of the file system for all its execs (a
+	 * container), and the core runs the mounter and `fusermount -u`
+	 * through exec instead (the credentials then reach the mounter
+	 * through a 0600 file that its shell reads and removes). */
 	int (*mount)(void *self, uint64_t req, const char *id,
 		     const sr_mount_spec *spec, sr_done_fn done, void *ud);
-	/* Unmount what mount mounted at path (lazily: a busy file system
-	 * goes once its last user does); SR_ENOTFOUND when nothing is
-	 * mounted there. */
+	/* Unmount what mount mounted at path, even when a directory on the
+	 * way was renamed since (lazily when it is busy: it goes once its
+	 * last user does); SR_ENOTFOUND when nothing it mounted is there.
+	 * Never anything but a FUSE mount, never through a symbolic link. */
 	int (*unmount)(void *self, uint64_t req, const char *id,
 		       const char *path, sr_done_fn done, void *ud);
 } sr_provider_ops;

@@ -103,15 +103,17 @@ function killGroup(child, sig = 'SIGKILL') {
 // A container's mounts end with it: a FUSE daemon a process of the
 // sandbox started (s3fs forks away from its group) is unmounted, so that
 // removing the sandbox's directory never reaches into what it mounted.
+// Whether something is still mounted below dir afterwards.
 function unmountBelow(dir) {
-  let info = '';
-  try { info = fs.readFileSync('/proc/self/mountinfo', 'utf8'); } catch { return; }
-  const unesc = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
-  for (const line of info.split('\n')) {
-    const mp = unesc(line.split(' ')[4] || '');
-    if (!mp.startsWith(dir + '/')) continue;
+  const below = () => {
+    let info = '';
+    try { info = fs.readFileSync('/proc/self/mountinfo', 'utf8'); } catch { return []; }
+    const unesc = (s) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+    return info.split('\n').map((l) => unesc(l.split(' ')[4] || '')).filter((mp) => mp.startsWith(dir + '/'));
+  };
+  for (const mp of below().reverse())
     if (spawnSync('fusermount', ['-u', '-z', mp]).status !== 0) spawnSync('umount', ['-l', mp]);
-  }
+  return below().length > 0;
 }
 function killAll(sb) {
   unmountBelow(sb.dir);
@@ -187,7 +189,9 @@ function deleteSandbox(sb) {
   killAll(sb);
   transition(sb, ['destroying'], () => {
     setState(sb, 'destroyed');
-    fs.rmSync(sb.dir, { recursive: true, force: true });
+    // Never into a store that is still mounted there.
+    if (unmountBelow(sb.dir)) log({ event: 'delete', sandboxId: sb.id, kept: sb.dir, reason: 'still mounted' });
+    else fs.rmSync(sb.dir, { recursive: true, force: true });
     fs.rmSync(path.join(STATE, 'sessions', sb.id), { recursive: true, force: true });
     sandboxes.delete(sb.id);
   });

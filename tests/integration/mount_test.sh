@@ -102,11 +102,13 @@ for _ in $(seq 200); do grep -q agent.prompt_sent "$T/t1" && break; sleep 0.05; 
 sleep 1
 # While mounted: the token is in no process's argv, and is in s3fs's
 # environment (it came the way it should).
+# cmdline PID: its argv, spaced ("" once it is gone).
+cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null; }
 in_argv=0 in_env=0
 for p in /proc/[0-9]*; do
-	tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "$TOKEN" && in_argv=$((in_argv + 1))
-	case "$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" in
-	s3fs*) tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -q "^AWSSESSIONTOKEN=$TOKEN" &&
+	cmdline "${p#/proc/}" | grep -q "$TOKEN" && in_argv=$((in_argv + 1))
+	case "$(cmdline "${p#/proc/}")" in
+	s3fs*) { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -q "^AWSSESSIONTOKEN=$TOKEN" &&
 		in_env=$((in_env + 1)) ;;
 	esac
 done
@@ -179,6 +181,41 @@ expect "a bad mount through sandrund is refused by the plan" 5 "$S" run --server
 grep_in "  mount_invalid" "$T/out" '"code":"mount_invalid"'
 kill "$SVC_PID"
 wait "$SVC_PID" 2>/dev/null
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+
+# ---- what the agent does to its mounts ----
+# It renames the directory its mount is in and puts a link to /tmp in its
+# place: the mount is still found and unmounted where it is now, and
+# nothing is unmounted through the link.
+mkdir -p "$T/decoy/sub/data"
+expect "a turn whose agent moves its mount away" 0 "$S" run --json --session "$session" \
+	--mount s3://work/run1:sub/data "sh:mv sub sub2 && ln -s $T/decoy sub && mountpoint -q sub2/data && echo moved"
+grep_in "  (it moved it)" "$T/out" '"text":"exit 0: moved"'
+grep_in "  unmounted where it is now" "$T/out" '"type":"mount.unmounted","path":"[^"]*/workspace/sub/data"'
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+test -d "$T/decoy/sub/data" && ok "  the link's target is untouched" || fail "  the link's target is untouched"
+rm -f "$ws/sub"
+# A mounter that died left a dead mount behind: the next turn clears it.
+AWSACCESSKEYID=S3RVER AWSSECRETACCESSKEY=S3RVER s3fs work:/stale "$ws/data" \
+	-o url="http://127.0.0.1:$S3_PORT" -o use_path_request_style
+for p in /proc/[0-9]*; do
+	case "$(cmdline "${p#/proc/}")" in "s3fs work:/stale $ws/data"*) kill -9 "${p#/proc/}" ;; esac
+done
+sleep 0.3
+expect "a turn over a dead mount" 0 "$S" run --json --session "$session" --mount s3://work/run1:data \
+	'sh:ls data'
+grep_in "  mounts what it was asked for" "$T/out" '"text":"exit 0: big"'
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+# Mount points that would swallow the sandbox's own files.
+expect "a mount over the sandbox's .sandrun is refused" 6 "$S" run --json --session "$session" \
+	--mount "s3://work/p:${ws%/workspace}/home/.sandrun" ok
+grep_in "  saying why" "$T/out" '"code":"mount_failed","message":"mount [^"]*/home/.sandrun: refused: [^"]* would cover '
+expect "a mount over the workspace is refused" 6 "$S" run --json --session "$session" \
+	--mount "s3://work/p:$ws" ok
+grep_in "  saying why" "$T/out" "would cover $ws\""
+expect "mounts one inside the other are refused" 6 "$S" run --json --session "$session" \
+	--mount s3://work/a:nest --mount s3://work/b:nest/in ok
+grep_in "  saying why" "$T/out" "are one inside the other"
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 
 # ---- failures ----

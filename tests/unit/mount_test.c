@@ -52,6 +52,7 @@ Test(mount, bad_arguments_with_their_reason)
 	cr_expect_eq(parse("s3://work/a/../b:data", &t, "'..' part"), SR_EINVAL);
 	cr_expect_eq(parse("s3://work/a//b:data", &t, "empty"), SR_EINVAL);
 	cr_expect_eq(parse("s3://work/a\nb:data", &t, "control character"), SR_EINVAL);
+	cr_expect_eq(parse("s3://work/--profile=x:data", &t, "starts with '-'"), SR_EINVAL);
 	cr_expect_eq(parse("s3://work/p:", &t, "is not a directory in the sandbox"), SR_EINVAL);
 	cr_expect_eq(parse("s3://work/p:../up", &t, "is not a directory"), SR_EINVAL);
 	cr_expect_eq(parse("s3://work/p:a/./b", &t, "is not a directory"), SR_EINVAL);

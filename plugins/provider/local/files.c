@@ -6,16 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <spawn.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "local.h"
-
-extern char **environ;
 
 static void fop_free(fop *f)
 {
@@ -134,59 +129,6 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
 }
 
-/* A mountinfo field with its octal escapes (\040) undone, in place. */
-static char *unescape(char *s)
-{
-	char *w = s;
-
-	for (const char *r = s; *r; r++)
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	*w = 0;
-	return s;
-}
-
-/* Every mount below dir goes, lazily, before the sandbox stops or is
- * removed: with umount2 where the runner may, with fusermount for a FUSE
- * mount of its user otherwise. 0, or -1 when one stays. */
-static int unmount_below(const char *dir)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192], *save, *mp;
-	size_t n = strlen(dir);
-	int rc = 0;
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		/* id parent major:minor root mount-point ... */
-		if (!strtok_r(line, " ", &save) || !strtok_r(NULL, " ", &save) ||
-		    !strtok_r(NULL, " ", &save) || !strtok_r(NULL, " ", &save) ||
-		    !(mp = strtok_r(NULL, " ", &save)))
-			continue;
-		unescape(mp);
-		if (strncmp(mp, dir, n) != 0 || mp[n] != '/')
-			continue;
-		if (umount2(mp, MNT_DETACH) != 0) {
-			const char *argv[] = { "fusermount", "-u", "-z", mp, NULL };
-			pid_t pid;
-			int status;
-			if (posix_spawnp(&pid, "fusermount", NULL, NULL, (char *const *)argv,
-					 environ) != 0 ||
-			    waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-			    WEXITSTATUS(status) != 0)
-				rc = -1;
-		}
-	}
-	fclose(f);
-	return rc;
-}
-
 static int do_create(fop *f)
 {
 	char dir[4096], sub[4200];
@@ -258,7 +200,7 @@ static int do_destroy(fop *f)
 		snprintf(f->message, sizeof(f->message),
 			 "local: sandbox '%s' not found", f->id);
 		rc = SR_ENOTFOUND;
-	} else if (unmount_below(dir) != 0) {
+	} else if (local__unmount_below(dir) != 0) {
 		snprintf(f->message, sizeof(f->message),
 			 "local: sandbox '%s': cannot unmount what is mounted in it", f->id);
 		rc = SR_ESTATE;
@@ -551,7 +493,7 @@ static int fop_run(void *ud)
 		if (f->mode == SR_PARK_STOPPED) {
 			char dir[4096];
 			local__sandbox_dir(f->lp, f->id, dir, sizeof(dir));
-			(void)unmount_below(dir);
+			(void)local__unmount_below(dir);
 		}
 		return set_state(f, f->mode == SR_PARK_STOPPED ? "parked-stopped" :
 								 "parked-running");

@@ -98,8 +98,10 @@ static int l_park(void *self, uint64_t req, const char *id, int mode,
 	if (!(f = local__fop_for(lp, FOP_PARK, id, done, ud, &rc)))
 		return rc;
 	f->mode = (uint32_t)mode;
-	if (mode == SR_PARK_STOPPED)
+	if (mode == SR_PARK_STOPPED) {
 		local__kill_channels(lp, id, SIGKILL);
+		local__forget_mounts(lp, id); /* parking stopped unmounts them */
+	}
 	return local__fop_submit(f);
 }
 
@@ -114,6 +116,7 @@ static int l_destroy(void *self, uint64_t req, const char *id,
 	if (!(f = local__fop_for(lp, FOP_DESTROY, id, done, ud, &rc)))
 		return rc;
 	local__kill_channels(lp, id, SIGKILL);
+	local__forget_mounts(lp, id);
 	return local__fop_submit(f);
 }
 
@@ -263,6 +266,7 @@ static void l_fini(void *self)
 		memset(&c->cbs, 0, sizeof(c->cbs));
 		c->lp = NULL;
 	}
+	local__forget_mounts(lp, NULL);
 	free(lp->root);
 	free(lp->bwrap);
 	local__free_strv(lp->env_allow);
@@ -297,6 +301,9 @@ static int l_init(const sr_host *host, void **self)
 	} else {
 		lp->root = strdup(root);
 	}
+	/* One spelling of it: paths given back are compared with it. */
+	while (lp->root && strlen(lp->root) > 1 && lp->root[strlen(lp->root) - 1] == '/')
+		lp->root[strlen(lp->root) - 1] = 0;
 	if (!bwrap || strcmp(bwrap, "auto") == 0) {
 		lp->bwrap = local__find_in_path("bwrap");
 	} else if (strcmp(bwrap, "off") != 0) {

@@ -33,6 +33,7 @@ typedef struct local {
 	int unconfined;    /* [provider.local] confinement = none */
 	char **env_allow;  /* extra names from the config */
 	channel *channels;
+	struct lmount *mounts; /* mount.c: what it mounted, by kernel id */
 } local;
 
 enum fop_kind {
@@ -125,6 +126,12 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 int local__exec(void *self, uint64_t req, const char *id,
 		  const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
 		  void *ud);
+/* mount.c */
+/* Every mount below dir unmounted, the deepest first, lazily when busy;
+ * 0, or -1 when one stays (thread pool). */
+int local__unmount_below(const char *dir);
+/* Forget what was mounted in sandbox id (NULL: in every sandbox). */
+void local__forget_mounts(local *lp, const char *id);
 int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *spec,
 		 sr_done_fn done, void *ud);
 int local__unmount(void *self, uint64_t req, const char *id, const char *path,
