@@ -8,17 +8,21 @@
  * runner's host as `COMMAND BUCKET PREFIX`, prints short-lived credentials
  * for that prefix in the AWS credential_process form ({"Version": 1,
  * "AccessKeyId", "SecretAccessKey", "SessionToken"?, "Expiration"?}).
- * They are registered as secrets (never logged), reach the sandbox as a
- * 0600 file under its home's .sandrun, which the mounter's shell reads
- * into its environment and removes before the mounter starts: never in
- * argv, never in the workspace.
+ * They are registered as secrets (never logged) and reach the mounter's
+ * environment only: through the provider's mount operation, or, where the
+ * core mounts through exec, as a 0600 file under the sandbox's home's
+ * .sandrun that the mounter's shell reads and removes before the mounter
+ * starts (and the job removes again, even when cancelled). Never in argv,
+ * never in the workspace.
  *
- * Up, per mount: whatever is left mounted at the path is unmounted (a
- * reconnected sandbox mounts cleanly), the credentials are fetched and
- * put, the mounter runs (the provider's mount operation, or exec when it
- * has none), and the mount is checked alive: a mount point, and a
- * listing. Down (at park, at the end of every turn): each path is
- * unmounted, lazily. */
+ * Up, per mount: a path that would cover the workspace, the home or its
+ * .sandrun, or another mount, is refused; whatever is left mounted at the
+ * path is unmounted (a reconnected sandbox mounts cleanly, over a dead
+ * mount too), the credentials are fetched, the mounter runs (the
+ * provider's mount operation, or exec when it has none), and the mount is
+ * checked alive: a mount point, and a listing. Down (at the end of every
+ * turn, before the sandbox is parked or kept): each path is unmounted,
+ * plainly, or lazily when busy. */
 #ifndef SR_CORE_MOUNT_H
 #define SR_CORE_MOUNT_H
 
