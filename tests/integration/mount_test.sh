@@ -234,6 +234,21 @@ grep -q WRONGSECRET "$T/out" "$T/err" && fail "  the secret is not echoed" || ok
 find "$boxes" -name 'mount-*.env' | grep -q . && fail "  no credentials file is left" ||
 	ok "  no credentials file is left"
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+printf '#!/bin/sh\nexec sleep 30\n' >"$T/creds-slow.sh"
+chmod +x "$T/creds-slow.sh"
+SANDRUN_MOUNT_CREDENTIALS_COMMAND="$T/creds-slow.sh" "$S" run --json --mount s3://work/p:data ok \
+	>"$T/out" 2>"$T/err" &
+RUN_PID=$!
+for _ in $(seq 200); do grep -q endpoint.resolved "$T/out" && break; sleep 0.05; done
+sleep 0.3
+start=$(date +%s)
+kill -INT $RUN_PID
+wait $RUN_PID
+rc=$?
+[ "$rc" -eq 130 ] && [ $(( $(date +%s) - start )) -lt 5 ] &&
+	ok "Ctrl-C while the credentials command runs ends the run at once (exit 130)" ||
+	fail "Ctrl-C while the credentials command runs ends the run at once (exit $rc)"
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing is mounted" || fail "  nothing is mounted"
 SANDRUN_ENDPOINT_S3_URL=http://127.0.0.1:1 expect "a store that does not answer fails the run" 6 \
 	"$S" run --json --mount s3://work/p:data ok
 grep_in "  endpoint_unreachable, naming the service" "$T/out" '"code":"endpoint_unreachable","message":"no route from the sandbox to service .s3.'
