@@ -371,6 +371,17 @@ static json_t *array_file(const char *opt, const char *path)
 	return NULL;
 }
 
+/* body's key as an array of the n strings v, when there are any. */
+static void add_strings(json_t *body, const char *key, const char *const *v, size_t n)
+{
+	json_t *a = n ? json_array() : NULL;
+
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	if (a)
+		json_object_set_new(body, key, a);
+}
+
 /* The request sandrund takes (doc/api.yaml) for the same options. */
 static json_t *server_body(const sr__run_opts *o)
 {
@@ -399,16 +410,8 @@ static json_t *server_body(const sr__run_opts *o)
 			goto fail;
 		json_object_set_new(body, "mcp_servers", a);
 	}
-	if (o->n_endpoints && (a = json_array())) {
-		for (size_t i = 0; i < o->n_endpoints; i++)
-			json_array_append_new(a, json_string(o->endpoints[i]));
-		json_object_set_new(body, "endpoints", a);
-	}
-	if (o->n_mounts && (a = json_array())) {
-		for (size_t i = 0; i < o->n_mounts; i++)
-			json_array_append_new(a, json_string(o->mounts[i]));
-		json_object_set_new(body, "mounts", a);
-	}
+	add_strings(body, "endpoints", o->endpoints, o->n_endpoints);
+	add_strings(body, "mounts", o->mounts, o->n_mounts);
 	return body;
 fail:
 	json_decref(body);
@@ -458,21 +461,17 @@ int sr__cmd_run(int argc, char **argv, const char *config_path)
 		case 'S': server = optarg; break;
 		case 'T': token_file = optarg; break;
 		case 'P':
-			if (o.n_endpoints >= SR__RUN_MAX_ENDPOINTS) {
-				fprintf(stderr, "sandrun run: at most %d --endpoint\n",
-					SR__RUN_MAX_ENDPOINTS);
+		case 'M': {
+			const char **v = c == 'P' ? o.endpoints : o.mounts;
+			size_t *n = c == 'P' ? &o.n_endpoints : &o.n_mounts;
+			if (*n >= SR__RUN_MAX_ENDPOINTS) {
+				fprintf(stderr, "sandrun run: at most %d --%s\n",
+					SR__RUN_MAX_ENDPOINTS, c == 'P' ? "endpoint" : "mount");
 				return SR_EXIT_USAGE;
 			}
-			o.endpoints[o.n_endpoints++] = optarg;
+			v[(*n)++] = optarg;
 			break;
-		case 'M':
-			if (o.n_mounts >= SR__RUN_MAX_ENDPOINTS) {
-				fprintf(stderr, "sandrun run: at most %d --mount\n",
-					SR__RUN_MAX_ENDPOINTS);
-				return SR_EXIT_USAGE;
-			}
-			o.mounts[o.n_mounts++] = optarg;
-			break;
+		}
 		case 'n':
 			if (strcmp(optarg, "open") != 0 && strcmp(optarg, "off") != 0) {
 				fprintf(stderr, "sandrun run: --network '%s': expected open or off\n", optarg);

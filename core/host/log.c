@@ -180,3 +180,25 @@ void sr__log(int level, const char *who, const char *fmt, ...)
 	sr__logv(level, who, fmt, ap);
 	va_end(ap);
 }
+
+void sr__text_append(char *buf, size_t cap, size_t *len, const void *data, size_t n)
+{
+	size_t room = *len + 1 < cap ? cap - 1 - *len : 0;
+
+	if (!data || !n || !room)
+		return;
+	if (n > room)
+		n = room;
+	memcpy(buf + *len, data, n);
+	*len += n;
+	buf[*len] = 0;
+}
+
+void sr__text_one_line(char *buf, size_t *len)
+{
+	for (size_t i = 0; i < *len; i++)
+		if (buf[i] == '\n' || buf[i] == '\r')
+			buf[i] = ' ';
+	while (*len && buf[*len - 1] == ' ')
+		buf[--*len] = 0;
+}

@@ -35,4 +35,11 @@ json_t *sr__redact_json(json_t *v);
 /* Wipe and forget every secret. */
 void sr__secrets_clear(void);
 
+/* A process's stderr kept for a message: data appended to buf (cap
+ * bytes, NUL-terminated, *len used) while there is room; NULL or empty
+ * data (an end of stream) adds nothing. */
+void sr__text_append(char *buf, size_t cap, size_t *len, const void *data, size_t n);
+/* buf as one line: line breaks become spaces, trailing blanks go. */
+void sr__text_one_line(char *buf, size_t *len);
+
 #endif

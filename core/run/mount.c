@@ -273,25 +273,13 @@ static void emit(sr__mount_job *j, json_t *ev)
 
 static void tail_add(sr__mount_job *j, const void *data, size_t len)
 {
-	size_t room = sizeof(j->err) - 1 - j->err_len;
-
-	if (!data || !len)
-		return;
-	if (len > room)
-		len = room;
-	memcpy(j->err + j->err_len, data, len);
-	j->err_len += len;
-	j->err[j->err_len] = 0;
+	sr__text_append(j->err, sizeof(j->err), &j->err_len, data, len);
 }
 
 /* The end of the current process's stderr, one line, for a message. */
 static const char *tail(sr__mount_job *j)
 {
-	for (size_t i = 0; i < j->err_len; i++)
-		if (j->err[i] == '\n' || j->err[i] == '\r')
-			j->err[i] = ' ';
-	while (j->err_len && j->err[j->err_len - 1] == ' ')
-		j->err[--j->err_len] = 0;
+	sr__text_one_line(j->err, &j->err_len);
 	return j->err_len ? j->err : "(nothing on stderr)";
 }
 

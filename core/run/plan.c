@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -69,30 +70,39 @@ int sr__addr_private_v6(const unsigned char *b)
 
 /* The host of url (brackets of an IPv6 literal and trailing dots
  * removed) into host; its length, or 0 with the reason in why. */
+/* The host of url, from *h to *end (an IPv6 literal without its
+ * brackets); 0, or -1 with the reason in why. */
+static int url_authority(const char *url, const char **h, const char **end, char *why, size_t n)
+{
+	if (!url || strncasecmp(url, "https://", 8) != 0) {
+		*h = url && strstr(url, "://") ? strstr(url, "://") + 3 : NULL;
+	} else {
+		*h = url + 8;
+	}
+	if (!*h) {
+		snprintf(why, n, "'%s' is not a URL", url ? url : "");
+		return -1;
+	}
+	if (strchr(*h, '@') && (!strchr(*h, '/') || strchr(*h, '@') < strchr(*h, '/'))) {
+		snprintf(why, n, "'%s' carries credentials in the URL", url);
+		return -1;
+	}
+	if (**h == '[') {
+		*end = strchr(*h, ']');
+		(*h)++;
+	} else {
+		*end = *h + strcspn(*h, ":/?#");
+	}
+	return 0;
+}
+
 size_t sr__url_host(const char *url, char *host, size_t hn, char *why, size_t n)
 {
 	const char *h, *end;
 	size_t len;
 
-	if (!url || strncasecmp(url, "https://", 8) != 0) {
-		h = url && strstr(url, "://") ? strstr(url, "://") + 3 : NULL;
-	} else {
-		h = url + 8;
-	}
-	if (!h) {
-		snprintf(why, n, "'%s' is not a URL", url ? url : "");
+	if (url_authority(url, &h, &end, why, n) != 0)
 		return 0;
-	}
-	if (strchr(h, '@') && (!strchr(h, '/') || strchr(h, '@') < strchr(h, '/'))) {
-		snprintf(why, n, "'%s' carries credentials in the URL", url);
-		return 0;
-	}
-	if (*h == '[') {
-		end = strchr(h, ']');
-		h++;
-	} else {
-		end = h + strcspn(h, ":/?#");
-	}
 	len = end ? (size_t)(end - h) : 0;
 	if (len == 0 || len >= hn) {
 		snprintf(why, n, "'%s' has no host", url);
@@ -103,6 +113,22 @@ size_t sr__url_host(const char *url, char *host, size_t hn, char *why, size_t n)
 	while (len && host[len - 1] == '.')
 		host[--len] = 0;
 	return len;
+}
+
+long sr__url_port(const char *url)
+{
+	const char *h, *end;
+	char why[8], *stop;
+	long port;
+
+	if (url_authority(url, &h, &end, why, sizeof(why)) != 0 || !end || end == h)
+		return 0;
+	if (*end == ']')
+		end++;
+	if (*end != ':' || !end[1] || strchr("/?#", end[1]))
+		return strncasecmp(url, "https:", 6) == 0 ? 443 : 80;
+	port = strtol(end + 1, &stop, 10);
+	return port > 0 && port < 65536 && (!*stop || strchr("/?#", *stop)) ? port : 0;
 }
 
 static int allowed(const char *host, const char *const *allow)

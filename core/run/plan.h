@@ -55,5 +55,8 @@ int sr__addrs_private(const struct addrinfo *ai, char *text, size_t n);
  * removed) into host; its length, or 0 with the reason in why (no URL,
  * no host, credentials in the URL). */
 size_t sr__url_host(const char *url, char *host, size_t hn, char *why, size_t n);
+/* The port of url (its scheme's default, 80 or 443, when it names none),
+ * or 0 when it is not a URL with a valid port. */
+long sr__url_port(const char *url);
 
 #endif

@@ -21,13 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/host/log.h"
 #include "core/host/status.h"
 #include "core/plugins/provider.h"
 #include "core/plugins/tunnel.h"
-#include "core/run/endpoint.h"
+#include "core/run/plan.h"
 #include "core/run/run_int.h"
 
 #define VERIFY_TRIES 20
@@ -40,37 +39,13 @@ static const char join_script[] =
 
 static void enrol_step(sr__run *r);
 
-/* The port of url (its scheme's default when it names none), or 0. The
- * URL passed sr__endpoint_config: http(s), a host, no user information. */
-static long url_port(const char *url)
+void sr__run_note_enrolment(sr__run *r, const char *url)
 {
-	const char *h = strstr(url, "://"), *p;
-	long port;
-	char *end;
-
-	if (!h)
-		return 0;
-	h += 3;
-	p = *h == '[' ? strchr(h, ']') : h;
-	if (!p)
-		return 0;
-	p += strcspn(p, ":/?#");
-	if (*p != ':' || !p[1] || strchr("/?#", p[1]))
-		return strncasecmp(url, "https:", 6) == 0 ? 443 : 80;
-	port = strtol(p + 1, &end, 10);
-	return port > 0 && port < 65536 && (!*end || strchr("/?#", *end)) ? port : 0;
-}
-
-void sr__run_note_enrolment(sr__run *r, const char *service)
-{
-	sr__endpoint_spec spec;
-	char why[600];
 	json_t *v;
 	size_t i;
-	long port;
+	long port = url ? sr__url_port(url) : 0;
 
-	if (sr__endpoint_config(r->ctx, service, &spec, why, sizeof(why)) != SR_OK ||
-	    !(port = url_port(spec.url)))
+	if (!port)
 		return;
 	if (!r->enrol_ports && !(r->enrol_ports = json_array()))
 		return;
@@ -188,15 +163,8 @@ static void on_enrol_result(void *ud, const sr_result *res)
 static void on_join_err(void *ud, const void *data, size_t len)
 {
 	sr__run *r = ud;
-	size_t room = sizeof(r->enrol_err) - 1 - r->enrol_err_len;
 
-	if (!data || !len)
-		return;
-	if (len > room)
-		len = room;
-	memcpy(r->enrol_err + r->enrol_err_len, data, len);
-	r->enrol_err_len += len;
-	r->enrol_err[r->enrol_err_len] = 0;
+	sr__text_append(r->enrol_err, sizeof(r->enrol_err), &r->enrol_err_len, data, len);
 }
 
 static void on_join_out(void *ud, const void *data, size_t len)
@@ -209,9 +177,7 @@ static void on_join_out(void *ud, const void *data, size_t len)
 static void join_ended(sr__run *r, int status)
 {
 	r->enrol_join_status = status;
-	for (size_t i = 0; i < r->enrol_err_len; i++)
-		if (r->enrol_err[i] == '\n')
-			r->enrol_err[i] = ' ';
+	sr__text_one_line(r->enrol_err, &r->enrol_err_len);
 	if (status != 0 && !r->enrol_err_len)
 		snprintf(r->enrol_err, sizeof(r->enrol_err), "exit status %d", status);
 	if (r->phase >= SR__RUN_STOPPING)

@@ -109,6 +109,8 @@ struct sr__run {
 	size_t ep_index;
 	json_t *ep_env;          /* {"name", "value"} for the agent */
 	json_t *ep_routes;       /* {"service", "local", "url", "source"} */
+	const char *ep_url;      /* the configured URL being resolved, borrowed
+				  * from the configuration */
 	/* The storage mounts (core/run/mount.h): mounted after the
 	 * endpoints, before the preparation; unmounted first at release. */
 	struct sr__mount_target *mt; /* --mount, parsed by the plan */
@@ -167,9 +169,9 @@ json_t *sr__run_json(sr__run *r);
  * mounter runs for is remembered, to be unmounted at release. */
 void sr__run_on_mount_event(void *ud, json_t *ev);
 
-/* run_enrol.c: an endpoint resolved through a route only an enrolled
- * sandbox has: its runner port is one to enrol for. */
-void sr__run_note_enrolment(sr__run *r, const char *service);
+/* run_enrol.c: an endpoint (its configured URL) resolved through a route
+ * only an enrolled sandbox has: its runner port is one to enrol for. */
+void sr__run_note_enrolment(sr__run *r, const char *url);
 /* Enrol the sandbox in tunnel (started) when a port was noted, then
  * next(r); a failure fails the run. */
 void sr__run_enrol(sr__run *r, sr__plugin *tunnel, void (*next)(sr__run *r));

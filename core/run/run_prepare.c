@@ -436,7 +436,7 @@ static void on_endpoint_event(void *ud, json_t *ev)
 
 	if (type && strcmp(type, "endpoint.resolved") == 0 &&
 	    json_is_true(json_object_get(ev, "enrolment")))
-		sr__run_note_enrolment(r, current_service(r));
+		sr__run_note_enrolment(r, r->ep_url);
 	sr__run_emit(r, json_incref(ev));
 }
 
@@ -459,15 +459,11 @@ static void on_endpoint(void *ud, int status, const char *url, const char *sourc
 		return;
 	}
 	/* Each route, to tell which endpoint a tunnel's failure takes. */
-	if (r->ep_routes || (r->ep_routes = json_array())) {
-		sr__endpoint_spec spec;
-		char why[600];
-		if (sr__endpoint_config(r->ctx, current_service(r), &spec, why, sizeof(why)) == SR_OK)
-			json_array_append_new(r->ep_routes,
-					      json_pack("{s:s, s:s, s:s, s:s}", "service",
-							current_service(r), "local", spec.url,
-							"url", url, "source", source ? source : ""));
-	}
+	if (r->ep_routes || (r->ep_routes = json_array()))
+		json_array_append_new(r->ep_routes,
+				      json_pack("{s:s, s:s, s:s, s:s}", "service", current_service(r),
+						"local", r->ep_url, "url", url, "source",
+						source ? source : ""));
 	if (r->ep_index >= r->o.n_endpoints) {
 		/* The store the mounts reach. */
 		free(r->s3_url);
@@ -586,6 +582,7 @@ static void resolve_next_endpoint(sr__run *r)
 	}
 	spec.host_network = !(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE);
 	spec.tunnel = tunnel;
+	r->ep_url = spec.url;
 	/* A route that only an enrolled sandbox has is taken: the sandbox is
 	 * enrolled once every endpoint is resolved (run_enrol.c). */
 	spec.enrolled = tunnel && sr__tunnel_can_enrol(tunnel);

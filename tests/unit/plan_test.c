@@ -173,3 +173,18 @@ Test(plan, required_isolation_refuses_a_provider_without_it)
 	cr_assert_eq(sr__plan_check(&p, &code, msg, sizeof(msg)), SR_OK, "%s", msg);
 	json_decref(tools);
 }
+
+Test(plan, url_ports)
+{
+	cr_expect_eq(sr__url_port("http://127.0.0.1:9000/bucket"), 9000);
+	cr_expect_eq(sr__url_port("http://s3.example.com/"), 80);
+	cr_expect_eq(sr__url_port("https://s3.example.com"), 443);
+	cr_expect_eq(sr__url_port("HTTPS://s3.example.com:8443?x=1"), 8443);
+	cr_expect_eq(sr__url_port("http://[::1]:7000/"), 7000);
+	cr_expect_eq(sr__url_port("http://[::1]/"), 80);
+	cr_expect_eq(sr__url_port("http://h:/"), 80, "an empty port is the default");
+	cr_expect_eq(sr__url_port("http://h:70000/"), 0);
+	cr_expect_eq(sr__url_port("http://h:12ab/"), 0);
+	cr_expect_eq(sr__url_port("not a url"), 0);
+	cr_expect_eq(sr__url_port("http://user:pw@h:80/"), 0, "credentials are refused");
+}

@@ -89,6 +89,19 @@ int local__program_exists(const char *name, char *const *envp, const char *cwd)
 	return found;
 }
 
+void local__text_append(char *buf, size_t cap, size_t *len, const void *data, size_t n)
+{
+	size_t room = *len + 1 < cap ? cap - 1 - *len : 0;
+
+	if (!data || !n || !room)
+		return;
+	if (n > room)
+		n = room;
+	memcpy(buf + *len, data, n);
+	*len += n;
+	buf[*len] = 0;
+}
+
 int local__mkdir_p(const char *path, mode_t mode)
 {
 	char buf[4096];

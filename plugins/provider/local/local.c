@@ -140,13 +140,8 @@ typedef struct probe {
 static void probe_stderr(void *ud, const void *data, size_t len)
 {
 	probe *p = ud;
-	size_t room = sizeof(p->err) - 1 - p->err_len;
 
-	if (len > room)
-		len = room;
-	memcpy(p->err + p->err_len, data, len);
-	p->err_len += len;
-	p->err[p->err_len] = 0;
+	local__text_append(p->err, sizeof(p->err), &p->err_len, data, len);
 }
 
 static void probe_exit(void *ud, int status, int sig)

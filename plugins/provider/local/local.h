@@ -77,6 +77,9 @@ int local__complete_now(const local *lp, sr_done_fn done, void *ud, int status,
 char *local__find_in_path(const char *name);
 int local__program_exists(const char *name, char *const *envp, const char *cwd);
 int local__mkdir_p(const char *path, mode_t mode);
+/* A child's stderr kept for a message: data appended to buf (cap bytes,
+ * NUL-terminated, *len used) while there is room. */
+void local__text_append(char *buf, size_t cap, size_t *len, const void *data, size_t n);
 int local__errno_status(int e);
 void local__sandbox_dir(const local *lp, const char *id, char *buf, size_t n);
 json_t *local__meta_read(const local *lp, const char *id);

@@ -170,7 +170,7 @@ typedef struct lmount {
 
 static lmount **find_mount(local *lp, const char *id, const char *rel)
 {
-	lmount **pp = (lmount **)&lp->mounts;
+	lmount **pp = &lp->mounts;
 
 	for (; *pp; pp = &(*pp)->next)
 		if (strcmp((*pp)->id, id) == 0 && strcmp((*pp)->rel, rel) == 0)
@@ -192,7 +192,7 @@ static void forget_mount(local *lp, const char *id, const char *rel)
 
 void local__forget_mounts(local *lp, const char *id)
 {
-	lmount **pp = (lmount **)&lp->mounts, *m;
+	lmount **pp = &lp->mounts, *m;
 
 	while ((m = *pp)) {
 		if (!id || strcmp(m->id, id) == 0) {
@@ -211,7 +211,6 @@ typedef struct mop {
 	char rel[PATH_MAX];      /* below the sandbox's directory */
 	char path[PATH_MAX];     /* as the core named it */
 	char canon[PATH_MAX];    /* the sandbox's directory, resolved */
-	int unmount;
 	int mnt_id;              /* found, or to look for */
 	char **argv, **envp;     /* mount: the mounter's */
 	char err[512];
@@ -429,15 +428,8 @@ static int submit(mop *m, int what)
 static void m_stderr(void *ud, const void *data, size_t len)
 {
 	mop *m = ud;
-	size_t room = sizeof(m->err) - 1 - m->err_len;
 
-	if (!data || !len)
-		return;
-	if (len > room)
-		len = room;
-	memcpy(m->err + m->err_len, data, len);
-	m->err_len += len;
-	m->err[m->err_len] = 0;
+	local__text_append(m->err, sizeof(m->err), &m->err_len, data, len);
 }
 
 static void m_exit(void *ud, int status, int sig)
@@ -556,7 +548,6 @@ int local__unmount(void *self, uint64_t req, const char *id, const char *path,
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	m->done = done;
 	m->ud = ud;
-	m->unmount = 1;
 	if (!relative(lp, m, path)) {
 		mop_free(m);
 		return SR_EINVAL;
