@@ -853,6 +853,8 @@ sr__mount_job *sr__mounts_down(sr__ctx *ctx, const sr__mount_box *box, json_t *p
 
 void sr__mount_cancel(sr__mount_job *j)
 {
+	if (j->cancelled)
+		return;
 	j->cancelled = 1;
 	if (j->proc)
 		(void)sr__proc_kill(j->proc, SIGKILL);

@@ -75,7 +75,7 @@ sr__mount_job *sr__mounts_up(sr__ctx *ctx, const sr__mount_box *box,
 sr__mount_job *sr__mounts_down(sr__ctx *ctx, const sr__mount_box *box, json_t *paths,
 			       sr__mount_event_fn event, sr__mount_done_fn done, void *ud);
 /* The job stops after the operation in flight: done then runs with
- * SR_ECANCELED. */
+ * SR_ECANCELED. A second call does nothing. */
 void sr__mount_cancel(sr__mount_job *j);
 
 #endif

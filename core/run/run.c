@@ -49,9 +49,8 @@ static void release_sandbox(sr__run *r);
  * callback lands after that. */
 static void advance(sr__run *r)
 {
-	if (r->phase == SR__RUN_STOPPING && r->mount_job && !r->mount_cancelled) {
+	if (r->phase == SR__RUN_STOPPING && r->mount_job) {
 		/* Its callback lands once the operation in flight does. */
-		r->mount_cancelled = 1;
 		sr__mount_cancel(r->mount_job);
 	}
 	if (r->phase == SR__RUN_STOPPING && r->ep_job) {

@@ -118,7 +118,6 @@ struct sr__run {
 	const char *mount_ep;    /* [mount] endpoint */
 	char *s3_url;            /* it, as the sandbox reaches it */
 	struct sr__mount_job *mount_job;
-	int mount_cancelled;
 	json_t *mounted;         /* paths a mounter ran for, still to unmount */
 	/* The sandbox enrolled in the tunnel (run_enrol.c). */
 	sr__plugin *tunnel;      /* started, when an endpoint used it */
