@@ -36,6 +36,10 @@ DOWN=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=
 EMU_PID=
 start_emu() {
 	[ -s "$T/emu.err" ] && sed 's/^/  emulator stderr: /' "$T/emu.err"
+	# The last emulator's line goes first: the background job truncates
+	# the file only once it runs, and the wait below would read the old
+	# ports (the flake of a "refused" agent after a restart).
+	rm -f "$T/emu.out"
 	node "$SANDRUN_SRCDIR/tests/emulators/ngrok.mjs" --cert "$T/tls/edge.pem" \
 		--key "$T/tls/edge.key" "$@" >"$T/emu.out" 2>"$T/emu.err" &
 	EMU_PID=$!
