@@ -129,6 +129,7 @@ struct call {
 	sr__relay_done_fn done; /* in-process caller, or NULL: a file */
 	void *done_ud;
 	uint64_t t[RT_N];        /* when tracing */
+	int unannounced;         /* dispatched, its tool.call not emitted yet */
 	char taken[40];          /* its taken request entry, removed once answered */
 	call *next;
 };
@@ -147,6 +148,20 @@ static void emit(sr__relay *r, json_t *ev)
 	if (ev && r->event)
 		r->event(r->ud, ev);
 	json_decref(ev);
+}
+
+/* Emit the tool.call of a dispatched call, once. It waits until the
+ * call's callback request is on its way (so that the event is written
+ * while the tool works, not before it starts) or until anything else
+ * happens to the call first: a result, a permission request, a handover
+ * or a wait for a slot, which all follow it in the events. */
+static void announce(call *c)
+{
+	if (!c->unannounced)
+		return;
+	c->unannounced = 0;
+	emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "tool.call", "call_id",
+			     c->id, "tool", c->tool_name, "args", c->args));
 }
 
 static void reject_file(sr__relay *r, const char *name, const char *why)
@@ -675,6 +690,7 @@ static void try_publish(call *c)
  * the call is still answered. */
 static void finish(call *c, json_t *response)
 {
+	announce(c);
 	if (!response)
 		response = response_error(c->id, "the runner could not build the response");
 	c->response = response;
@@ -878,6 +894,7 @@ static void start_callback(call *c)
 	if (http) {
 		c->http = http;
 		stamp(c, RT_SENDING);
+		announce(c);
 	}
 	free(headers);
 	free(text);
@@ -937,6 +954,7 @@ static void wait_for_slot(call *c)
 		uv_timer_init(c->r->ctx->loop, c->queue_timer);
 		c->queue_timer->data = c;
 	}
+	announce(c);
 	c->state = CALL_QUEUED;
 	enqueue(c);
 	uv_timer_start(c->queue_timer, on_queue_timeout, c->tool->timeout_ms, 0);
@@ -948,6 +966,7 @@ static void execute(call *c)
 
 	c->state = CALL_RUNNING;
 	if (t->kind == SR_TOOL_CLIENT) {
+		announce(c);
 		emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "client_tool.call",
 				     "call_id", c->id, "tool", t->name, "args", c->args));
 		finish(c, response_paused(c->id,
@@ -998,6 +1017,7 @@ static void ask(call *c)
 		decide(c, r->ask_policy == SR_ASK_APPROVE);
 		return;
 	}
+	announce(c);
 	c->state = CALL_ASKING;
 	c->ask_timer = malloc(sizeof(*c->ask_timer));
 	if (c->ask_timer) {
@@ -1015,8 +1035,7 @@ static void dispatch(call *c)
 	char err[300];
 	int verdict;
 
-	emit(c->r, json_pack("{s:s, s:s, s:s, s:O}", "type", "tool.call", "call_id",
-			     c->id, "tool", c->tool_name, "args", c->args));
+	c->unannounced = 1;
 	c->tool = sr__tools_find(c->r->tools, c->tool_name);
 	if (!c->tool) {
 		snprintf(err, sizeof(err), "unknown tool '%.100s'", c->tool_name);

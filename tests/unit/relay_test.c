@@ -209,6 +209,25 @@ static int has_event(const char *type)
 	return 0;
 }
 
+/* The call's events begin with its one tool.call. */
+static void assert_announced_first(const char *id)
+{
+	int seen = 0, calls = 0;
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(events, i, e) {
+		const char *type = json_string_value(json_object_get(e, "type"));
+		if (strcmp(json_string_value(json_object_get(e, "call_id")) ?
+			   json_string_value(json_object_get(e, "call_id")) : "", id) != 0)
+			continue;
+		if (!seen++)
+			cr_assert_str_eq(type, "tool.call", "%s: %s came before its tool.call", id, type);
+		calls += strcmp(type, "tool.call") == 0;
+	}
+	cr_assert_eq(calls, 1, "%s: %d tool.call events", id, calls);
+}
+
 static int relay_empty(void)
 {
 	char cmd[4400];
@@ -396,6 +415,23 @@ Test(relay, callback_failures_are_tool_errors)
 	json_decref(res);
 }
 
+Test(relay, every_call_is_announced_once_before_anything_else_of_it)
+{
+	const char *ids[] = { "c1", "d1", "u1", "k1", "m1" };
+
+	start_relay(SR_ASK_WAIT);
+	request("c1", "echo", "{\"text\":\"hello\"}");
+	request("d1", "blocked", "{}");
+	request("u1", "no_such_tool", "{}");
+	request("k1", "pick", "{\"choice\":1}");
+	request("m1", "echo", "{}");
+	for (size_t i = 0; i < sizeof(ids) / sizeof(*ids); i++) {
+		json_decref(response(ids[i]));
+		assert_announced_first(ids[i]);
+	}
+	cr_assert_eq(t_count_lines(calls_log), 1, "only c1 reaches its callback");
+}
+
 Test(relay, deny_never_reaches_the_callback)
 {
 	json_t *res;
@@ -436,6 +472,7 @@ Test(relay, ask_waits_for_an_answer)
 	request("a1", "careful", "{}");
 	run_for(300);
 	cr_assert_str_eq(asked_id, "a1");
+	assert_announced_first("a1");
 	cr_assert_not(exists("a1.res"), "answered before the permission");
 	cr_assert_eq(sr__relay_permission(relay, "nope", 1), SR_ENOTFOUND);
 	cr_assert_eq(sr__relay_permission(relay, "a1", 1), SR_OK);
@@ -828,6 +865,7 @@ Test(relay, calls_beyond_the_endpoint_cap_wait_for_a_free_slot)
 		run_for(10);
 	cr_assert_eq(sr__relay_in_flight(relay), 2);
 	cr_assert_eq(t_count_lines(calls_log), 1, "the cap of 1 was exceeded");
+	assert_announced_first("q2"); /* waiting for its slot */
 	res = response("q2");
 	cr_assert_str_eq(first_text(res), "second");
 	cr_assert(exists("q1.res"), "the queued call ran before the first ended");
