@@ -3,9 +3,15 @@
  * Secrets live in a small table of copies that are wiped on release. Every
  * line is formatted into a buffer first and redacted before it is written,
  * so a secret cannot leak through any format argument. The table is
- * guarded by a lock: the database's threads log too. */
+ * guarded by a lock: the database's threads log too.
+ *
+ * A value is in the table while it is registered for good or held: the
+ * values of a run (its credentials, tokens, keys) are held by what owns
+ * them and released when that ends, so that a service running turn after
+ * turn keeps a table the size of its live runs, not of its history. */
 #include "config.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +23,13 @@
 
 static int log_level = SR_LOG_INFO;
 static FILE *log_stream;
-static char **secrets;
+typedef struct secret_entry {
+	char *value;
+	unsigned holds; /* sr__secret_hold()s not yet released */
+	int forever;    /* sr__secret_register()ed */
+} secret_entry;
+
+static secret_entry *secrets;
 static size_t n_secrets;
 static pthread_mutex_t secrets_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -47,25 +59,118 @@ void sr__log_set_stream(void *file)
 	log_stream = file;
 }
 
+static void wipe_free(char *s);
+
+/* The entry of value, added when missing; NULL without memory. Called
+ * with the lock held. */
+static secret_entry *entry(const char *value)
+{
+	secret_entry *grown;
+
+	for (size_t i = 0; i < n_secrets; i++)
+		if (strcmp(secrets[i].value, value) == 0)
+			return &secrets[i];
+	grown = realloc(secrets, (n_secrets + 1) * sizeof(*secrets));
+	if (!grown)
+		return NULL;
+	secrets = grown;
+	grown[n_secrets] = (secret_entry){ strdup(value), 0, 0 };
+	if (!grown[n_secrets].value)
+		return NULL;
+	return &secrets[n_secrets++];
+}
+
 void sr__secret_register(const char *value)
 {
-	char **grown;
+	secret_entry *e;
 
 	if (!value || strlen(value) < 4)
 		return;
 	pthread_mutex_lock(&secrets_lock);
-	for (size_t i = 0; i < n_secrets; i++)
-		if (strcmp(secrets[i], value) == 0)
-			goto out;
-	grown = realloc(secrets, (n_secrets + 1) * sizeof(*secrets));
-	if (!grown)
-		goto out;
-	secrets = grown;
-	secrets[n_secrets] = strdup(value);
-	if (secrets[n_secrets])
-		n_secrets++;
-out:
+	if ((e = entry(value)))
+		e->forever = 1;
 	pthread_mutex_unlock(&secrets_lock);
+}
+
+int sr__secret_hold(const char *value)
+{
+	secret_entry *e;
+
+	if (!value || strlen(value) < 4)
+		return 0;
+	pthread_mutex_lock(&secrets_lock);
+	e = entry(value);
+	if (e && e->holds < UINT_MAX)
+		e->holds++;
+	else if (e)
+		e->forever = 1; /* a count that cannot grow: never released */
+	pthread_mutex_unlock(&secrets_lock);
+	return e ? 0 : -1;
+}
+
+void sr__secret_release(const char *value)
+{
+	if (!value || strlen(value) < 4)
+		return;
+	pthread_mutex_lock(&secrets_lock);
+	for (size_t i = 0; i < n_secrets; i++) {
+		secret_entry *e = &secrets[i];
+		if (strcmp(e->value, value) != 0)
+			continue;
+		if (e->holds)
+			e->holds--;
+		if (!e->holds && !e->forever) {
+			/* The order is kept: overlapping secrets are replaced
+			 * in the order they came. */
+			wipe_free(e->value);
+			memmove(e, e + 1, (n_secrets - i - 1) * sizeof(*e));
+			n_secrets--;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&secrets_lock);
+}
+
+size_t sr__secrets_count(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&secrets_lock);
+	n = n_secrets;
+	pthread_mutex_unlock(&secrets_lock);
+	return n;
+}
+
+void sr__secret_hold_in(sr__secret_holds *h, const char *value)
+{
+	char **grown;
+	char *copy;
+
+	if (!value || strlen(value) < 4)
+		return;
+	grown = realloc(h->values, (h->n + 1) * sizeof(*grown));
+	if (grown)
+		h->values = grown;
+	copy = grown ? strdup(value) : NULL;
+	if (!copy || sr__secret_hold(value) != 0) {
+		/* Without memory to remember it, it stays for good: a secret
+		 * is never let out for want of bookkeeping. */
+		free(copy);
+		sr__secret_register(value);
+		return;
+	}
+	h->values[h->n++] = copy;
+}
+
+void sr__secret_holds_release(sr__secret_holds *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		sr__secret_release(h->values[i]);
+		wipe_free(h->values[i]);
+	}
+	free(h->values);
+	h->values = NULL;
+	h->n = 0;
 }
 
 static void wipe_free(char *s)
@@ -82,7 +187,7 @@ void sr__secrets_clear(void)
 {
 	pthread_mutex_lock(&secrets_lock);
 	for (size_t i = 0; i < n_secrets; i++)
-		wipe_free(secrets[i]);
+		wipe_free(secrets[i].value);
 	free(secrets);
 	secrets = NULL;
 	n_secrets = 0;
@@ -115,12 +220,27 @@ char *sr__redact(const char *s)
 
 	pthread_mutex_lock(&secrets_lock);
 	for (size_t i = 0; cur && i < n_secrets; i++) {
-		char *next = replace_all(cur, secrets[i]);
+		char *next;
+		if (!strstr(cur, secrets[i].value))
+			continue; /* the usual case: nothing to copy */
+		next = replace_all(cur, secrets[i].value);
 		wipe_free(cur);
 		cur = next;
 	}
 	pthread_mutex_unlock(&secrets_lock);
 	return cur;
+}
+
+/* Whether s contains a registered secret. */
+static int has_secret(const char *s)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&secrets_lock);
+	for (size_t i = 0; !found && i < n_secrets; i++)
+		found = strstr(s, secrets[i].value) != NULL;
+	pthread_mutex_unlock(&secrets_lock);
+	return found;
 }
 
 /* Redact each string of v in place (v is a private deep copy). */
@@ -131,7 +251,10 @@ static void redact_strings(json_t *v)
 	size_t i;
 
 	if (json_is_string(v)) {
-		char *clean = sr__redact(json_string_value(v));
+		char *clean;
+		if (!has_secret(json_string_value(v)))
+			return;
+		clean = sr__redact(json_string_value(v));
 		if (clean && strcmp(clean, json_string_value(v)) != 0)
 			json_string_set(v, clean);
 		wipe_free(clean);
@@ -148,7 +271,7 @@ json_t *sr__redact_json(json_t *v)
 {
 	json_t *copy = json_deep_copy(v);
 
-	if (copy && n_secrets)
+	if (copy && sr__secrets_count())
 		redact_strings(copy);
 	return copy;
 }

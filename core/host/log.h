@@ -21,9 +21,27 @@ void sr__log(int level, const char *who, const char *fmt, ...)
 	SR_PRINTF(3, 4);
 void sr__logv(int level, const char *who, const char *fmt, va_list ap);
 
-/* Remember a secret value (copied) so that no log line shows it. Values
- * shorter than 4 bytes are ignored: redacting them would garble text. */
+/* Remember a secret value (copied) so that no log line shows it, for the
+ * life of the process. Values shorter than 4 bytes are ignored, here and
+ * below: redacting them would garble text. */
 void sr__secret_register(const char *value);
+/* Remember it while it is held: each hold is ended by one release of the
+ * same value, and the copy is wiped when no hold is left (unless it was
+ * also registered for good). 0, or -1 without memory (nothing held). */
+int sr__secret_hold(const char *value);
+void sr__secret_release(const char *value);
+/* How many values are remembered (tests, metrics). */
+size_t sr__secrets_count(void);
+/* The values an owner (a run, a tool set, a server) holds, released
+ * together when it ends. Zeroed to start. */
+typedef struct sr__secret_holds {
+	char **values;
+	size_t n;
+} sr__secret_holds;
+/* Hold value for h; without memory it is registered for good instead. */
+void sr__secret_hold_in(sr__secret_holds *h, const char *value);
+/* Release every value of h; h is empty again. */
+void sr__secret_holds_release(sr__secret_holds *h);
 /* Replace every registered secret in s (in place) with "[REDACTED]";
  * returns a malloc'd string the caller frees. */
 char *sr__redact(const char *s);

@@ -26,6 +26,7 @@ struct sr__creds {
 	binding *b;
 	size_t n;
 	const sr_credential **ptrs;
+	sr__secret_holds secrets; /* the values, until freed */
 };
 
 #define WHY(...)                                 \
@@ -262,7 +263,7 @@ int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
 	}
 	for (i = 0; i < c->n; i++) {
 		binding *b = &c->b[i];
-		sr__secret_register(b->value);
+		sr__secret_hold_in(&c->secrets, b->value);
 		b->hosts[0] = b->host;
 		b->cred.size = sizeof(b->cred);
 		b->cred.name = b->name;
@@ -376,6 +377,7 @@ void sr__creds_free(sr__creds *c)
 		free(b->server);
 		free(b->header);
 	}
+	sr__secret_holds_release(&c->secrets);
 	free(c->b);
 	free(c->ptrs);
 	free(c);

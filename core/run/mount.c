@@ -65,6 +65,7 @@ struct sr__mount_job {
 	char *out;                 /* the credentials command's stdout */
 	size_t out_len;
 	char *cred[3];             /* key id, secret, session token or NULL */
+	sr__secret_holds secrets;  /* every credential it was given */
 	char err[1024];            /* the current process's stderr, its end */
 	size_t err_len;
 	char msg[2048];
@@ -217,6 +218,7 @@ static void on_closed(uv_handle_t *h)
 	for (size_t i = 0; i < j->n; i++)
 		free(j->down[i]);
 	forget_creds(j);
+	sr__secret_holds_release(&j->secrets);
 	free(j->sandbox);
 	free(j->workspace);
 	free(j->home);
@@ -439,7 +441,7 @@ static int parse_creds(sr__mount_job *j)
 	for (int k = 0; k < 3 && rc == SR_OK; k++) {
 		v = json_string_value(json_object_get(o, keys[k]));
 		if (v)
-			sr__secret_register(v);
+			sr__secret_hold_in(&j->secrets, v);
 		if ((k < 2 && (!v || !*v)) || (v && !shell_safe(v))) {
 			snprintf(j->msg, sizeof(j->msg), "its \"%s\" is %s", keys[k],
 				 v && *v ? "not printable text without a quote" : "missing");

@@ -455,6 +455,8 @@ void sr__run_free(sr__run *r)
 	free(r->home);
 	free(r->root);
 	free(r->acp_session);
+	/* Last: nothing of the run can be logged or emitted after this. */
+	sr__secret_holds_release(&r->secrets);
 	free(r);
 }
 

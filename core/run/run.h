@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "core/host/ctx.h"
+#include "core/host/log.h"
 #include "sandrun/plugin.h"
 
 /* Exit codes of sandrun run (sandrun(1)). */
@@ -102,9 +103,10 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
  * credential_env (taken from creds, {NAME: value}, when not NULL: see
  * sr__creds_env), whose names then go into exposed: a provider that
  * isolates secrets receives them only through spec.credentials. Values of
- * credentials are registered as secrets either way. Exposed for tests. */
+ * credentials are held as secrets in holds either way (released by the
+ * caller). Exposed for tests. */
 void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *creds,
-			     json_t *env, json_t *exposed);
+			     json_t *env, json_t *exposed, sr__secret_holds *holds);
 /* The lines [line, line + limit) of len bytes at data (line 1-based,
  * limit <= 0 for all): their offset and length. data need not end in a
  * NUL. Exposed for tests. */

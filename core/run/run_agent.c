@@ -37,6 +37,7 @@ static void agent_free(sr__agent *a)
 	if (a->acp)
 		sr__acp_free(a->acp);
 	free(a->acp_session);
+	sr__secret_holds_release(&a->secrets);
 	free(a);
 }
 
@@ -590,6 +591,10 @@ int sr__run_keep_agent(sr__run *r)
 	if (!(a->acp_session = strdup(r->acp_session)))
 		return 0;
 	a->load_session = r->load_session;
+	/* Its environment has the run's secrets, which it outlives: what it
+	 * prints later is still redacted. */
+	for (size_t i = 0; i < r->secrets.n; i++)
+		sr__secret_hold_in(&a->secrets, r->secrets.values[i]);
 	a->run = NULL;
 	r->ag = NULL;
 	r->acp = NULL;

@@ -101,7 +101,8 @@ static void on_enrol_result(void *ud, const sr_result *res)
 		}
 		a = json_loads(res->json ? res->json : "", 0, NULL);
 		if (json_is_string(json_object_get(a, "setup_key")))
-			sr__secret_register(json_string_value(json_object_get(a, "setup_key")));
+			sr__secret_hold_in(&r->secrets,
+					   json_string_value(json_object_get(a, "setup_key")));
 		if (!json_is_string(json_object_get(a, "setup_key")) ||
 		    !json_array_size(json_object_get(a, "command"))) {
 			json_decref(a);

@@ -53,6 +53,7 @@ struct sr__run {
 	char *secrets_allow_buf; /* [secrets] allow_hosts, split in place */
 	const char **secrets_allow;
 	struct sr__creds *creds; /* credentials as bindings, when isolate */
+	sr__secret_holds secrets; /* values it showed the sandbox, keys, until freed */
 	sr__toolset *tools;
 	sr__guard guard;
 	sr__relay *relay;
@@ -218,6 +219,7 @@ struct sr__agent {
 	int load_session;
 	void (*gone)(void *ud);  /* between turns: it exited */
 	void *gone_ud;
+	sr__secret_holds secrets; /* kept warm: the secrets in its environment */
 };
 
 /* run_perm.c */

@@ -141,10 +141,10 @@ json_t *sr__run_expand_files(const char *home, const char *workspace,
 
 /* Append the runner's values of the env names desc lists under key to
  * env ({name, value} objects); credentials (names not NULL) come from
- * creds when given, each value is registered as a secret and its name
+ * creds when given, each value is held as a secret in holds and its name
  * appended to names. */
 static void copy_env(json_t *desc, const char *key, json_t *creds, json_t *env,
-		     json_t *names)
+		     json_t *names, sr__secret_holds *holds)
 {
 	json_t *v;
 	size_t i;
@@ -156,7 +156,7 @@ static void copy_env(json_t *desc, const char *key, json_t *creds, json_t *env,
 		if (!value || !*value)
 			continue;
 		if (names) {
-			sr__secret_register(value);
+			sr__secret_hold_in(holds, value);
 			json_array_append_new(names, json_string(name));
 		}
 		if (env)
@@ -166,17 +166,17 @@ static void copy_env(json_t *desc, const char *key, json_t *creds, json_t *env,
 }
 
 void sr__run_env_from_runner(json_t *desc, uint32_t caps, json_t *creds,
-			     json_t *env, json_t *exposed)
+			     json_t *env, json_t *exposed, sr__secret_holds *holds)
 {
 	json_t *names = json_array();
 
-	copy_env(desc, "passthrough_env", NULL, env, NULL);
+	copy_env(desc, "passthrough_env", NULL, env, NULL, holds);
 	/* A provider that isolates secrets gets them through
 	 * spec.credentials only: never also as plain environment. */
 	if (caps & SR_CAP_ISOLATED_SECRETS) {
-		copy_env(desc, "credential_env", creds, NULL, names);
+		copy_env(desc, "credential_env", creds, NULL, names, holds);
 	} else {
-		copy_env(desc, "credential_env", creds, env, names);
+		copy_env(desc, "credential_env", creds, env, names, holds);
 		json_array_extend(exposed, names);
 	}
 	json_decref(names);
@@ -189,7 +189,7 @@ static int add_credentials(sr__run *r)
 	/* With isolation, the provider has the credentials as bindings and
 	 * the sandbox only placeholders; the values never go into env. */
 	sr__run_env_from_runner(r->desc, r->isolate ? SR_CAP_ISOLATED_SECRETS : 0,
-				r->o.credentials, r->env, exposed);
+				r->o.credentials, r->env, exposed, &r->secrets);
 	if (!r->isolate)
 		sr__creds_header_names(r->user_mcp, exposed);
 	if (json_array_size(exposed))

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host/log.h"
 #include "core/service/metrics.h"
 
 /* Seconds: from a tool call's few milliseconds to a long turn. */
@@ -214,6 +215,10 @@ char *sr__metrics_text(const sr__svc_metrics *m, json_t *runs_by_state,
 	     "until their TTL.");
 	put(&b, "sandrun_warm_sandboxes{state=\"running\"} %u\n", m->warm_running);
 	put(&b, "sandrun_warm_sandboxes{state=\"stopped\"} %u\n", m->warm_stopped);
+	head(&b, "sandrun_secrets_held", "gauge",
+	     "Secret values redacted from logs and events: the service's own, and those "
+	     "of the runs and sessions it holds now.");
+	put(&b, "sandrun_secrets_held %zu\n", sr__secrets_count());
 	head(&b, "sandrun_runs_started_total", "counter", "Runs started.");
 	put(&b, "sandrun_runs_started_total %llu\n", (unsigned long long)m->runs_started);
 	head(&b, "sandrun_runs_ended_total", "counter", "Runs ended, by state.");

@@ -92,7 +92,7 @@ static int parse_model(sr__svc_request *q, json_t *model, char *msg, size_t n)
 	}
 	/* Registered before anything could show them. */
 	json_object_foreach(creds, k, v)
-		sr__secret_register(json_string_value(v));
+		sr__secret_hold_in(&q->secrets, json_string_value(v));
 	q->credentials = creds;
 	return SR_OK;
 }
@@ -233,6 +233,7 @@ void sr__svc_request_clear(sr__svc_request *q)
 		while (p && len--)
 			*p++ = 0;
 	}
+	sr__secret_holds_release(&q->secrets);
 	json_decref(q->root);
 	memset(q, 0, sizeof(*q));
 }

@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "core/host/log.h"
+
 typedef struct sr__svc_request {
 	json_t *root;             /* the whole body; owned */
 	/* Borrowed from root: */
@@ -23,6 +25,7 @@ typedef struct sr__svc_request {
 	size_t n_endpoints;
 	const char *mounts[8];
 	size_t n_mounts;
+	sr__secret_holds secrets; /* the credential values */
 } sr__svc_request;
 
 /*
@@ -35,11 +38,12 @@ typedef struct sr__svc_request {
  * Only prompt is required; null is the same as absent; an unknown field is
  * an error (a misspelt option never silently does nothing). SR_OK, or
  * SR_EINVAL with *code ("invalid_json" or "invalid_request") and msg
- * naming the field. Credential values are registered as secrets.
+ * naming the field. Credential values are held as secrets until the
+ * request is cleared.
  */
 int sr__svc_request_parse(const char *body, size_t len, sr__svc_request *out,
 			  const char **code, char *msg, size_t n);
-/* Wipe the credential values and free the body. */
+/* Wipe the credential values, release them as secrets, free the body. */
 void sr__svc_request_clear(sr__svc_request *q);
 
 #endif

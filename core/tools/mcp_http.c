@@ -39,6 +39,7 @@ struct sr__mcp_http {
 	char token[64];
 	char url[64];
 	req_ctx *waiting; /* suspended connections */
+	sr__secret_holds secrets; /* the token, while the server lives */
 	int handles;
 	int stopping;
 };
@@ -538,7 +539,7 @@ int sr__mcp_http_start(uv_loop_t *loop, sr__relay *relay,
 		return SR_EIO;
 	}
 	base64url(rnd, sizeof(rnd), s->token);
-	sr__secret_register(s->token);
+	sr__secret_hold_in(&s->secrets, s->token);
 	s->relay = relay;
 	s->tools = tools;
 	s->specs = sr__tools_specs(tools);
@@ -554,6 +555,7 @@ int sr__mcp_http_start(uv_loop_t *loop, sr__relay *relay,
 		MHD_OPTION_END);
 	if (!s->daemon) {
 		json_decref(s->specs);
+		sr__secret_holds_release(&s->secrets);
 		free(s);
 		snprintf(err, errlen, "cannot start the loopback MCP server on 127.0.0.1");
 		return SR_EIO;
@@ -611,6 +613,7 @@ void sr__mcp_http_stop(sr__mcp_http *s)
 	s->stopping = 1;
 	MHD_stop_daemon(s->daemon);
 	json_decref(s->specs);
+	sr__secret_holds_release(&s->secrets); /* no request can show it now */
 	uv_poll_stop(&s->poll);
 	uv_timer_stop(&s->timer);
 	uv_close((uv_handle_t *)&s->poll, on_closed);

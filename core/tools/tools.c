@@ -39,6 +39,7 @@ static void tool_clear(sr__tool *t)
 		free((char *)t->headers[i].value);
 	}
 	free(t->headers);
+	sr__secret_holds_release(&t->secrets);
 }
 
 void sr__tools_free(sr__toolset *set)
@@ -130,7 +131,7 @@ static int parse_callback(json_t *cb, sr__tool *t, const char *where,
 		t->headers[t->n_headers].value = strdup(json_string_value(v));
 		t->n_headers++;
 		if (secret_header_name(k, secret))
-			sr__secret_register(json_string_value(v));
+			sr__secret_hold_in(&t->secrets, json_string_value(v));
 	}
 	t->timeout_ms = DEFAULT_CALLBACK_TIMEOUT_MS;
 	if (timeout) {

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "core/host/log.h"
 #include "sandrun/plugin.h"
 #include "shim/mcp_common.h"
 
@@ -33,6 +34,7 @@ typedef struct sr__tool {
 	uint64_t timeout_ms;  /* callback; default 30000 */
 	int permission;       /* enum sr__perm */
 	int read_only;
+	sr__secret_holds secrets; /* its credential headers' values */
 } sr__tool;
 
 typedef struct sr__toolset {
@@ -44,7 +46,8 @@ typedef struct sr__toolset {
  * and writes a message naming the file, the tool and the field into err.
  * The values of credential headers (Authorization, Cookie, names with
  * "auth", "token", "key", "secret", "password" or "signature", and those
- * listed in callback.secret_headers) are registered as secrets. */
+ * listed in callback.secret_headers) are held as secrets until the set is
+ * freed. */
 int sr__tools_load(const char *path, sr__toolset **out, char *err,
 		   size_t errlen);
 int sr__tools_parse(json_t *array, const char *origin, sr__toolset **out,

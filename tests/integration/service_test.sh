@@ -464,6 +464,30 @@ api GET "/v1/runs/$RUN"
 [ "$(get "$T/body" state)/$(get "$T/body" exit_code)" = refused/5 ] && ok "state refused, exit 5" ||
 	fail "state refused, exit 5 ($(cat "$T/body"))"
 
+# ------------------------- secrets: held while a run or its agent has them
+# A request's model credential is redacted from the events, and the
+# service forgets it once nothing that could show it is left (the run,
+# then its agent kept warm): a service running turn after turn does not
+# keep every credential it was ever given.
+secrets_held() {
+	api GET /metrics
+	sed -n 's/^sandrun_secrets_held \([0-9]*\)$/\1/p' "$T/body"
+}
+HELD=$(secrets_held)
+KEY=sk-ant-svc-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+api POST /v1/runs "{\"prompt\":\"env:ANTHROPIC_API_KEY\",\"model\":{\"credentials\":{\"ANTHROPIC_API_KEY\":\"$KEY\"}}}"
+code "a run with a model credential" 200
+grep_in "... the agent had it, the events show it redacted" "$T/body" 'ANTHROPIC_API_KEY=\[REDACTED\]'
+if grep -q "$KEY" "$T/body" "$T/svc.log"; then fail "... never in plain text"; else ok "... never in plain text"; fi
+SES=$(sed -n 's/.*"type":"run.finished".*"session":"\([^"]*\)".*/\1/p' "$T/body")
+[ "$(secrets_held)" = $((HELD + 1)) ] && ok "... held while its agent is kept warm" ||
+	fail "... held while its agent is kept warm ($(secrets_held), was $HELD)"
+api DELETE "/v1/sessions/$SES"
+code "... the session deleted" 200
+for _ in $(seq 100); do [ "$(secrets_held)" = "$HELD" ] && break; sleep 0.05; done
+[ "$(secrets_held)" = "$HELD" ] && ok "... then forgotten" ||
+	fail "... then forgotten ($(secrets_held), was $HELD)"
+
 # ---------------------------------------------------------------- metrics
 api GET /metrics
 code "GET /metrics" 200

@@ -68,3 +68,80 @@ Test(log, json_is_redacted_in_its_strings_not_its_text)
 	json_decref(clean);
 	json_decref(ev);
 }
+
+static int redacted(const char *value)
+{
+	char *s = sr__redact(value);
+	int r = strcmp(s, "[REDACTED]") == 0;
+
+	free(s);
+	return r;
+}
+
+Test(log, a_held_secret_is_forgotten_when_its_last_hold_goes)
+{
+	size_t base = sr__secrets_count();
+
+	cr_assert_eq(sr__secret_hold("held-value-1"), 0);
+	cr_assert_eq(sr__secret_hold("held-value-1"), 0);
+	cr_assert_eq(sr__secrets_count(), base + 1, "one entry per value");
+	sr__secret_release("held-value-1");
+	cr_assert(redacted("held-value-1"), "forgotten while still held once");
+	sr__secret_release("held-value-1");
+	cr_assert_not(redacted("held-value-1"));
+	cr_assert_eq(sr__secrets_count(), base);
+	sr__secret_release("held-value-1"); /* one release too many: nothing */
+	sr__secret_release("never-held-value");
+	cr_assert_eq(sr__secrets_count(), base);
+}
+
+Test(log, a_secret_registered_for_good_outlives_its_holds)
+{
+	sr__secret_hold("both-ways-value");
+	sr__secret_register("both-ways-value");
+	sr__secret_release("both-ways-value");
+	cr_assert(redacted("both-ways-value"));
+	sr__secret_register("good-first-value");
+	sr__secret_hold("good-first-value");
+	sr__secret_release("good-first-value");
+	cr_assert(redacted("good-first-value"));
+}
+
+Test(log, holds_of_an_owner_are_released_together_and_the_table_does_not_grow)
+{
+	size_t base = sr__secrets_count();
+	char value[64];
+
+	/* A service's thousand turns, each with its own credential. */
+	for (int turn = 0; turn < 1000; turn++) {
+		sr__secret_holds h = { 0 };
+		snprintf(value, sizeof(value), "sk-turn-%04d-value", turn);
+		sr__secret_hold_in(&h, value);
+		sr__secret_hold_in(&h, "sk-shared-by-all-turns");
+		sr__secret_hold_in(&h, "abc"); /* too short: not held */
+		cr_assert_eq(h.n, 2);
+		cr_assert(redacted(value));
+		sr__secret_holds_release(&h);
+		cr_assert_eq(h.n, 0);
+		cr_assert_null(h.values);
+		cr_assert_not(redacted(value));
+	}
+	cr_assert_eq(sr__secrets_count(), base, "the table grew with the turns");
+	cr_assert_not(redacted("sk-shared-by-all-turns"));
+}
+
+Test(log, the_order_of_overlapping_secrets_is_kept_when_one_goes)
+{
+	char *s;
+
+	sr__secret_hold("first-secret-gone");
+	sr__secret_hold("abcd-overlap-1234");
+	sr__secret_hold("overlap-1234-wxyz");
+	sr__secret_release("first-secret-gone");
+	/* The older one still goes first: its whole text is redacted. */
+	s = sr__redact("abcd-overlap-1234-wxyz");
+	cr_assert_str_eq(s, "[REDACTED]-wxyz");
+	free(s);
+	sr__secret_release("abcd-overlap-1234");
+	sr__secret_release("overlap-1234-wxyz");
+}

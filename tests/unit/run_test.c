@@ -95,11 +95,14 @@ Test(run, isolated_secrets_never_reach_the_plain_environment)
 	const sr_credential *const *creds;
 	sr__creds *c = NULL;
 	char why[400], fp[65], fp2[65];
+	sr__secret_holds holds = { 0 };
 
 	setenv("T_CRED_KEY", "sk-isolated-1234", 1);
 	setenv("T_PASS_URL", "https://model.example/v1", 1);
 	unsetenv("T_UNSET");
-	sr__run_env_from_runner(desc, SR_CAP_ISOLATED_SECRETS | SR_CAP_REMOTE, NULL, env, exposed);
+	sr__run_env_from_runner(desc, SR_CAP_ISOLATED_SECRETS | SR_CAP_REMOTE, NULL, env, exposed,
+				&holds);
+	sr__secret_holds_release(&holds);
 	cr_assert(env_has(env, "T_PASS_URL"));
 	cr_assert_not(env_has(env, "T_CRED_KEY"), "an isolated secret was injected as plain env");
 	cr_assert_eq(json_array_size(exposed), 0);
@@ -247,12 +250,13 @@ Test(run, a_credentials_map_replaces_the_runner_environment)
 	json_t *env = json_array(), *exposed = json_array(), *v;
 	sr__creds *c = NULL;
 	char why[400], *red;
+	sr__secret_holds holds = { 0 };
 	size_t i;
 
 	setenv("T_CRED_KEY", "sk-from-runner-1234", 1);
 	setenv("T_CRED_OTHER", "sk-runner-other-1234", 1);
 	setenv("T_PASS_URL", "https://model.example/v1", 1);
-	sr__run_env_from_runner(desc, 0, creds, env, exposed);
+	sr__run_env_from_runner(desc, 0, creds, env, exposed, &holds);
 	json_array_foreach(env, i, v)
 		if (strcmp(json_string_value(json_object_get(v, "name")), "T_CRED_KEY") == 0)
 			cr_assert_str_eq(json_string_value(json_object_get(v, "value")),
@@ -261,15 +265,25 @@ Test(run, a_credentials_map_replaces_the_runner_environment)
 	cr_assert_not(env_has(env, "T_CRED_OTHER"), "the runner's own credential was mixed in");
 	cr_assert(env_has(env, "T_PASS_URL"), "passthrough still comes from the runner");
 	cr_assert_eq(json_array_size(exposed), 1);
-	/* The value is registered for redaction. */
+	/* The value is held for redaction, and only while it is held. */
 	red = sr__redact("key sk-from-request-1234 here");
 	cr_assert_str_eq(red, "key [REDACTED] here");
+	free(red);
+	sr__secret_holds_release(&holds);
+	red = sr__redact("key sk-from-request-1234 here");
+	cr_assert_str_eq(red, "key sk-from-request-1234 here", "kept after its run let it go");
 	free(red);
 	cr_assert_eq(sr__creds_collect(desc, creds, "https://gw.example.org", NULL, NULL, &c, why,
 				       sizeof(why)), SR_OK, "%s", why);
 	cr_assert_eq(sr__creds_count(c), 1);
 	cr_assert_str_eq(sr__creds_spec(c)[0]->value, "sk-from-request-1234");
+	red = sr__redact("key sk-from-request-1234 here");
+	cr_assert_str_eq(red, "key [REDACTED] here", "the bindings hold it too");
+	free(red);
 	sr__creds_free(c);
+	red = sr__redact("key sk-from-request-1234 here");
+	cr_assert_str_eq(red, "key sk-from-request-1234 here");
+	free(red);
 	json_decref(env);
 	json_decref(exposed);
 	json_decref(creds);
@@ -281,8 +295,11 @@ Test(run, without_isolation_secrets_are_plain_env_and_reported_exposed)
 	json_t *desc = json_pack("{s:[s]}", "credential_env", "T_CRED_KEY");
 	json_t *env = json_array(), *exposed = json_array();
 
+	sr__secret_holds holds = { 0 };
+
 	setenv("T_CRED_KEY", "sk-plain-1234", 1);
-	sr__run_env_from_runner(desc, 0, NULL, env, exposed);
+	sr__run_env_from_runner(desc, 0, NULL, env, exposed, &holds);
+	sr__secret_holds_release(&holds);
 	cr_assert(env_has(env, "T_CRED_KEY"));
 	cr_assert_eq(json_array_size(exposed), 1);
 	cr_assert_str_eq(json_string_value(json_array_get(exposed, 0)), "T_CRED_KEY");
