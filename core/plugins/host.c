@@ -45,6 +45,20 @@ static void h_secret_register(const sr_host *h, const char *value)
 	sr__secret_register(value);
 }
 
+static void h_secret_hold(const sr_host *h, const char *value)
+{
+	(void)h;
+	/* Without memory to count it, it is kept for good. */
+	if (sr__secret_hold(value) != 0)
+		sr__secret_register(value);
+}
+
+static void h_secret_release(const sr_host *h, const char *value)
+{
+	(void)h;
+	sr__secret_release(value);
+}
+
 static const char *h_config_get(const sr_host *h, const char *key)
 {
 	sr__host_priv *p = priv(h);
@@ -494,6 +508,8 @@ sr__host_priv *sr__host_new(sr__ctx *ctx, sr__plugin *p)
 	h->pub.http_stream = h_http_stream;
 	h->pub.event = h_event;
 	h->pub.kv_cas = h_kv_cas;
+	h->pub.secret_hold = h_secret_hold;
+	h->pub.secret_release = h_secret_release;
 	return h;
 }
 

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 3
+#define SR_ABI_MINOR 4
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -204,7 +204,9 @@ struct sr_host {
 	/* Logging. The host redacts every registered secret from the text. */
 	void (*log)(const sr_host *h, int level, const char *fmt, ...)
 		SR_PRINTF(3, 4);
-	/* Register a secret value: it never appears in a log line again. */
+	/* Register a secret value: it never appears in a log line again.
+	 * For a value of something that ends (a sandbox's, an enrolment's),
+	 * secret_hold and secret_release (2.4) below. */
 	void (*secret_register)(const sr_host *h, const char *value);
 	const char *(*strerror)(int status);
 
@@ -285,6 +287,14 @@ struct sr_host {
 	 * on this host. */
 	int (*kv_cas)(const sr_host *h, const char *key, const void *expected,
 		      size_t expected_len, const void *value, size_t len);
+	/* 2.4: a secret while it is held. As secret_register, but the host
+	 * forgets the value (and wipes its copy) when its last hold is
+	 * released, so that a long-lived runner does not keep the secrets of
+	 * everything that ever was. Each secret_hold is ended by one
+	 * secret_release of the same value. The values of spec->credentials
+	 * need neither: the core holds them while the run lives. */
+	void (*secret_hold)(const sr_host *h, const char *value);
+	void (*secret_release)(const sr_host *h, const char *value);
 };
 
 /* ---------------------------------------------------- provider plugins */

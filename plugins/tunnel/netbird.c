@@ -99,6 +99,8 @@ static void op_free(op *o)
 	free(o->sandbox);
 	json_decref(o->rec);
 	json_decref(o->ports);
+	if (o->key && o->n->h->size >= SR_TABLE_HAS(sr_host, secret_release))
+		o->n->h->secret_release(o->n->h, o->key); /* the run holds it now */
 	free(o->key);
 	free(o->failure);
 	free(o);
@@ -687,7 +689,10 @@ static void enrol_step(op *o, const sr_result *r)
 			enrol_failed(o, SR_ENOMEM, "out of memory");
 			return;
 		}
-		n->h->secret_register(n->h, o->key);
+		if (n->h->size >= SR_TABLE_HAS(sr_host, secret_hold))
+			n->h->secret_hold(n->h, o->key);
+		else
+			n->h->secret_register(n->h, o->key);
 		if ((rc = save(o)) != SR_OK) {
 			enrol_failed(o, rc, "cannot record the enrolment");
 			return;

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "core/plugins/host.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
 
@@ -452,4 +453,31 @@ Test(local, list_finds_sandboxes_by_label_and_status_inspects_without_starting)
 	cr_assert_eq(sr__provider_status(p, 6, "sb-0000000000000000", sr__wait_done, &w), SR_OK);
 	t_wait(&ctx, &w);
 	cr_assert_eq(w.status, SR_ENOTFOUND);
+}
+
+/* ABI 2.4: what a plugin holds is redacted until it releases it; what it
+ * registers stays. */
+Test(local, the_host_holds_a_plugins_secret_until_it_is_released)
+{
+	const sr_host *h;
+	char *s;
+
+	start("");
+	h = &p->host->pub;
+	cr_assert_geq(h->size, SR_TABLE_HAS(sr_host, secret_release));
+	cr_assert_eq(h->abi_minor, 4);
+	h->secret_hold(h, "nb-setup-key-0123");
+	s = sr__redact("key nb-setup-key-0123");
+	cr_assert_str_eq(s, "key [REDACTED]");
+	free(s);
+	h->secret_release(h, "nb-setup-key-0123");
+	s = sr__redact("key nb-setup-key-0123");
+	cr_assert_str_eq(s, "key nb-setup-key-0123");
+	free(s);
+	h->secret_register(h, "api-key-for-good-0123");
+	h->secret_hold(h, "api-key-for-good-0123");
+	h->secret_release(h, "api-key-for-good-0123");
+	s = sr__redact("api-key-for-good-0123");
+	cr_assert_str_eq(s, "[REDACTED]");
+	free(s);
 }

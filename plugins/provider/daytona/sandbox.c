@@ -741,11 +741,6 @@ int dy__create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	if (spec->n_credentials && !spec->credentials)
 		return dy__complete_now(d, done, ud, SR_EINVAL, "daytona: %zu credential bindings "
 					"announced, none given", spec->n_credentials);
-	for (size_t i = 0; i < spec->n_credentials; i++) {
-		const sr_credential *c = spec->credentials[i];
-		if (c && c->size >= SR_TABLE_HAS(sr_credential, value) && c->value)
-			d->host->secret_register(d->host, c->value);
-	}
 	if (spec->n_credentials && !d->secrets_on)
 		return dy__complete_now(d, done, ud, SR_EUNSUPPORTED,
 					"daytona: credential bindings need Daytona secrets, turned "

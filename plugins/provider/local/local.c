@@ -60,12 +60,9 @@ static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 	f->net_mode = local__network_of(spec) ? local__network_of(spec)->mode : SR_NET_OPEN;
 	f->meta_env = local__pairs_object(spec->env, spec->n_env);
 	/* Local sandboxes cannot hide credentials: they become plain env
-	 * (the run reports that), but are not written to disk. */
+	 * (the run reports that), but are not written to disk. Their values
+	 * are the core's secrets while the run lives; none is kept here. */
 	f->meta_labels = local__pairs_object(spec->labels, spec->n_labels);
-	for (size_t i = 0; i < spec->n_credentials; i++)
-		if (spec->credentials[i] &&
-		    spec->credentials[i]->size >= SR_TABLE_HAS(sr_credential, value))
-			lp->host->secret_register(lp->host, spec->credentials[i]->value);
 	return local__fop_submit(f);
 }
 
