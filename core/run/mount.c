@@ -71,6 +71,7 @@ struct sr__mount_job {
 	char msg[2048];
 	sr_proc *proc;
 	uint64_t chan;             /* the exec in flight, or 0 */
+	uint64_t op_req;           /* the provider's mount in flight, or 0 */
 	uv_timer_t timer;
 	sr__mount_event_fn event;
 	sr__mount_done_fn done;
@@ -290,7 +291,10 @@ static void landed(sr__mount_job *j, int status, const char *message);
 
 static void on_result(void *ud, const sr_result *res)
 {
-	landed(ud, res->status, res->message);
+	sr__mount_job *j = ud;
+
+	j->op_req = 0;
+	landed(j, res->status, res->message);
 }
 
 static void on_ch_err(void *ud, const void *data, size_t len)
@@ -484,6 +488,7 @@ static int start_mount(sr__mount_job *j)
 	const char *argv[24];
 	sr_pair env[6];
 	size_t a = 0, e = 0;
+	int rc;
 
 	if (!j->via_op) {
 		argv[a++] = "/bin/sh";
@@ -525,7 +530,11 @@ static int start_mount(sr__mount_job *j)
 				env[e++].value = j->cred[k];
 			}
 		ms.n_env = e;
-		return sr__provider_mount(j->provider, sr__next_req(), j->sandbox, &ms, on_result, j);
+		j->op_req = sr__next_req();
+		rc = sr__provider_mount(j->provider, j->op_req, j->sandbox, &ms, on_result, j);
+		if (rc != SR_OK)
+			j->op_req = 0;
+		return rc;
 	}
 	return exec_in_box(j, argv);
 }
@@ -721,6 +730,8 @@ static void landed(sr__mount_job *j, int status, const char *message)
 		break;
 	case S_MOUNT:
 		forget_creds(j);
+		if (j->via_op && (status == SR_ECANCELED || j->cancelled))
+			break; /* step() ends it; the run unmounts the path */
 		if (status == SR_EPERM && !j->err_len) {
 			fail(j, status, "mount %s: provider '%s' refuses it as a mount point (a "
 			     "directory of the sandbox's workspace or home, reached without a "
@@ -862,4 +873,6 @@ void sr__mount_cancel(sr__mount_job *j)
 		(void)sr__proc_kill(j->proc, SIGKILL);
 	if (j->chan)
 		(void)sr__provider_channel_signal(j->provider, j->chan, SIGKILL);
+	if (j->op_req)
+		(void)sr__provider_cancel(j->provider, j->op_req);
 }

@@ -516,7 +516,8 @@ typedef struct sr_provider_ops {
 	 * forks), so that the mount is seen by every later exec in the
 	 * sandbox until unmount or the sandbox stops; done when argv exits
 	 * (SR_OK for exit 0; the message carries the end of its stderr).
-	 * spec->path is absolute, in the sandbox's workspace or home, and
+	 * ops->cancel(req) kills a mounter that has not returned (done then
+	 * runs with SR_ECANCELED). spec->path is absolute, in the sandbox's workspace or home, and
 	 * made when missing, never through a symbolic link. A provider
 	 * without it has one view of the file system for all its execs (a
 	 * container), and the core runs the mounter and `fusermount -u`

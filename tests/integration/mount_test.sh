@@ -249,6 +249,29 @@ rc=$?
 	ok "Ctrl-C while the credentials command runs ends the run at once (exit 130)" ||
 	fail "Ctrl-C while the credentials command runs ends the run at once (exit $rc)"
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing is mounted" || fail "  nothing is mounted"
+# A store that answers the endpoint's probe and then nothing: the mount
+# waits on it (s3fs's own timeouts are minutes) until Ctrl-C.
+node -e 'const s = require("http").createServer((q, r) => { if (q.url === "/") r.end("ok"); });
+	s.listen(0, "127.0.0.1", () => console.log("port " + s.address().port))' >"$T/hang.out" &
+HANG_PID=$!
+for _ in $(seq 100); do grep -q port "$T/hang.out" && break; sleep 0.05; done
+SANDRUN_ENDPOINT_S3_URL="http://127.0.0.1:$(sed -n 's/port //p' "$T/hang.out")" \
+	"$S" run --json --mount s3://work/p:data ok >"$T/out" 2>"$T/err" &
+RUN_PID=$!
+for _ in $(seq 200); do grep -q mount.mounting "$T/out" && break; sleep 0.05; done
+sleep 1
+grep -q mount.mounting "$T/out" && ! grep -q '"mount.ready"\|run.failed' "$T/out" &&
+	ok "a mount waiting on a store that does not answer" ||
+	fail "a mount waiting on a store that does not answer ($(tail -n 2 "$T/out"))"
+start=$(date +%s)
+kill -INT $RUN_PID
+wait $RUN_PID
+rc=$?
+[ "$rc" -eq 130 ] && [ $(( $(date +%s) - start )) -lt 5 ] &&
+	ok "  Ctrl-C ends the run at once (exit 130)" ||
+	fail "  Ctrl-C ends the run at once (exit $rc after $(( $(date +%s) - start )) s)"
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing is mounted" || fail "  nothing is mounted"
+kill $HANG_PID 2>/dev/null
 SANDRUN_ENDPOINT_S3_URL=http://127.0.0.1:1 expect "a store that does not answer fails the run" 6 \
 	"$S" run --json --mount s3://work/p:data ok
 grep_in "  endpoint_unreachable, naming the service" "$T/out" '"code":"endpoint_unreachable","message":"no route from the sandbox to service .s3.'

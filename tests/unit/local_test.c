@@ -481,3 +481,43 @@ Test(local, the_host_holds_a_plugins_secret_until_it_is_released)
 	cr_assert_str_eq(s, "[REDACTED]");
 	free(s);
 }
+
+/* A mounter that never returns (a store that does not answer) is killed
+ * by cancel: the mount ends at once with SR_ECANCELED. */
+Test(local, a_mount_whose_mounter_hangs_is_cancelled_and_its_mounter_killed)
+{
+	char script[4400], pidfile[4200], mnt[4200];
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	FILE *f;
+	sr_mount_spec ms = { sizeof(ms), argv, mnt, NULL, 0 };
+	uint64_t req = sr__next_req();
+	long pid = 0;
+	json_t *j;
+	char *id;
+
+	start("");
+	id = create();
+	j = json_loads(w.json, 0, NULL);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", json_string_value(json_object_get(j, "workspace")));
+	json_decref(j);
+	snprintf(pidfile, sizeof(pidfile), "%s/mounter.pid", dir);
+	snprintf(script, sizeof(script), "echo $$ > %s; exec sleep 30", pidfile);
+	reset();
+	cr_assert_eq(sr__provider_mount(p, req, id, &ms, sr__wait_done, &w), SR_OK);
+	for (int waited = 0; !pid && waited < 10000; waited += 20) {
+		uv_run(ctx.loop, UV_RUN_NOWAIT);
+		usleep(20000);
+		if ((f = fopen(pidfile, "r"))) {
+			if (fscanf(f, "%ld", &pid) != 1)
+				pid = 0;
+			fclose(f);
+		}
+	}
+	cr_assert_gt(pid, 0, "the mounter never started");
+	cr_assert_not(w.done, "the mount ended while its mounter ran");
+	cr_assert_eq(sr__provider_cancel(p, req), SR_OK);
+	t_wait(&ctx, &w);
+	cr_assert_eq(w.status, SR_ECANCELED, "%s", w.message);
+	cr_assert(kill((pid_t)pid, 0) != 0 && errno == ESRCH, "the mounter %ld still runs", pid);
+	cr_assert_eq(sr__provider_cancel(p, req), SR_ENOTFOUND, "cancelled twice");
+}

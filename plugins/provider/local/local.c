@@ -122,8 +122,9 @@ static int l_cancel(void *self, uint64_t req)
 	local *lp = self;
 	channel *c = local__find_channel(lp, req);
 
-	/* File work on the thread pool is short and runs to its end. */
-	return c ? lp->host->proc_kill(c->proc, SIGKILL) : SR_ENOTFOUND;
+	/* File work on the thread pool is short and runs to its end; a
+	 * mounter may wait on a store for long. */
+	return c ? lp->host->proc_kill(c->proc, SIGKILL) : local__cancel_mount(lp, req);
 }
 
 typedef struct probe {

@@ -34,6 +34,7 @@ typedef struct local {
 	char **env_allow;  /* extra names from the config */
 	channel *channels;
 	struct lmount *mounts; /* mount.c: what it mounted, by kernel id */
+	struct mop *mops;      /* mount.c: mount operations in flight */
 } local;
 
 enum fop_kind {
@@ -135,6 +136,10 @@ int local__exec(void *self, uint64_t req, const char *id,
 int local__unmount_below(const char *dir);
 /* Forget what was mounted in sandbox id (NULL: in every sandbox). */
 void local__forget_mounts(local *lp, const char *id);
+/* Cancel the mount operation req (its mounter killed): SR_ENOTFOUND when
+ * there is none; its done then runs with SR_ECANCELED (or with its
+ * outcome, when the mount was made already). */
+int local__cancel_mount(local *lp, uint64_t req);
 int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *spec,
 		 sr_done_fn done, void *ud);
 int local__unmount(void *self, uint64_t req, const char *id, const char *path,

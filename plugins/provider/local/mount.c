@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,12 +208,16 @@ void local__forget_mounts(local *lp, const char *id)
 
 typedef struct mop {
 	local *lp;
+	uint64_t req;
 	char id[ID_HEX + 8];
 	char rel[PATH_MAX];      /* below the sandbox's directory */
 	char path[PATH_MAX];     /* as the core named it */
 	char canon[PATH_MAX];    /* the sandbox's directory, resolved */
 	int mnt_id;              /* found, or to look for */
 	char **argv, **envp;     /* mount: the mounter's */
+	sr_proc *proc;           /* the mounter, while it runs */
+	int cancelled;
+	struct mop *next;        /* in lp->mops */
 	char err[512];
 	size_t err_len;
 	char message[700];
@@ -222,6 +227,11 @@ typedef struct mop {
 
 static void mop_free(mop *m)
 {
+	for (mop **pp = &m->lp->mops; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
 	local__free_strv(m->argv);
 	if (m->envp)
 		for (char **e = m->envp; *e; e++)
@@ -383,8 +393,11 @@ static void mwork_done(void *ud, int status)
 
 	switch (w->what) {
 	case M_PREPARE:
+		if (status == SR_OK && m->cancelled)
+			status = SR_ECANCELED;
 		if (status != SR_OK) {
-			mop_done(m, status, m->message[0] ? m->message : NULL);
+			mop_done(m, status, status == SR_ECANCELED ? "local: the mount was cancelled" :
+					    m->message[0] ? m->message : NULL);
 			break;
 		}
 		spawn_mounter(m);
@@ -436,6 +449,14 @@ static void m_exit(void *ud, int status, int sig)
 {
 	mop *m = ud;
 
+	m->proc = NULL;
+	if (m->cancelled) {
+		/* Killed before it was done: whatever it made is the caller's
+		 * to unmount (it asked for the path). */
+		mop_done(m, SR_ECANCELED, "local: the mount was cancelled");
+		return;
+	}
+
 	for (size_t i = 0; i < m->err_len; i++)
 		if (m->err[i] == '\n')
 			m->err[i] = ' ';
@@ -464,6 +485,24 @@ static void spawn_mounter(mop *m)
 	/* Spawned, m belongs to the callbacks: m_exit ends it. */
 	if (rc != SR_OK)
 		mop_done(m, rc, "local: cannot start the mounter");
+	else
+		m->proc = proc;
+}
+
+int local__cancel_mount(local *lp, uint64_t req)
+{
+	mop *m = lp->mops;
+
+	while (m && m->req != req)
+		m = m->next;
+	if (!m)
+		return SR_ENOTFOUND;
+	m->cancelled = 1;
+	/* Only while the mounter runs: once it has exited, its group may
+	 * be the FUSE daemon it left mounted. */
+	if (m->proc)
+		return lp->host->proc_kill(m->proc, SIGKILL);
+	return SR_OK;
 }
 
 static char **copy_strv(const char *const *v, size_t extra)
@@ -493,7 +532,6 @@ int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *
 	mop *m;
 	int rc;
 
-	(void)req;
 	if (!local__valid_id(id) || !spec || spec->size < SR_TABLE_HAS(sr_mount_spec, path) ||
 	    !spec->argv || !spec->argv[0])
 		return SR_EINVAL;
@@ -503,6 +541,9 @@ int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *
 	if (!(m = calloc(1, sizeof(*m))))
 		return SR_ENOMEM;
 	m->lp = lp;
+	m->req = req;
+	m->next = lp->mops;
+	lp->mops = m;
 	snprintf(m->id, sizeof(m->id), "%s", id);
 	m->done = done;
 	m->ud = ud;
