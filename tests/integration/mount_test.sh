@@ -34,7 +34,8 @@ node "$s3rver" -d "$T/s3" -a 127.0.0.1 -p 0 --no-vhost-buckets --configure-bucke
 	--configure-bucket other \
 	>"$T/s3.log" 2>&1 &
 S3_PID=$!
-for _ in $(seq 100); do grep -q "listening on" "$T/s3.log" && break; sleep 0.05; done
+# (Up to 30 s: node starts slowly on a loaded machine.)
+for _ in $(seq 600); do grep -q "listening on" "$T/s3.log" && break; sleep 0.05; done
 S3_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/s3.log" | head -n 1)
 [ -n "$S3_PORT" ] && ok "s3rver runs" || { fail "s3rver runs"; cat "$T/s3.log"; finish; exit 1; }
 
@@ -254,7 +255,7 @@ rc=$?
 node -e 'const s = require("http").createServer((q, r) => { if (q.url === "/") r.end("ok"); });
 	s.listen(0, "127.0.0.1", () => console.log("port " + s.address().port))' >"$T/hang.out" &
 HANG_PID=$!
-for _ in $(seq 100); do grep -q port "$T/hang.out" && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q port "$T/hang.out" && break; sleep 0.05; done
 SANDRUN_ENDPOINT_S3_URL="http://127.0.0.1:$(sed -n 's/port //p' "$T/hang.out")" \
 	"$S" run --json --mount s3://work/p:data ok >"$T/out" 2>"$T/err" &
 RUN_PID=$!
