@@ -65,7 +65,7 @@ struct sr__mount_job {
 	char *out;                 /* the credentials command's stdout */
 	size_t out_len;
 	char *cred[3];             /* key id, secret, session token or NULL */
-	sr__secret_holds secrets;  /* every credential it was given */
+	sr__secret_holds *secrets; /* the box's: its credentials held there */
 	char err[1024];            /* the current process's stderr, its end */
 	size_t err_len;
 	char msg[2048];
@@ -219,7 +219,6 @@ static void on_closed(uv_handle_t *h)
 	for (size_t i = 0; i < j->n; i++)
 		free(j->down[i]);
 	forget_creds(j);
-	sr__secret_holds_release(&j->secrets);
 	free(j->sandbox);
 	free(j->workspace);
 	free(j->home);
@@ -444,8 +443,10 @@ static int parse_creds(sr__mount_job *j)
 	}
 	for (int k = 0; k < 3 && rc == SR_OK; k++) {
 		v = json_string_value(json_object_get(o, keys[k]));
-		if (v)
-			sr__secret_hold_in(&j->secrets, v);
+		if (v && j->secrets)
+			sr__secret_hold_in(j->secrets, v);
+		else if (v)
+			sr__secret_register(v);
 		if ((k < 2 && (!v || !*v)) || (v && !shell_safe(v))) {
 			snprintf(j->msg, sizeof(j->msg), "its \"%s\" is %s", keys[k],
 				 v && *v ? "not printable text without a quote" : "missing");
@@ -806,6 +807,7 @@ static sr__mount_job *job_new(sr__ctx *ctx, const sr__mount_box *box, sr__mount_
 	j->ctx = ctx;
 	j->provider = box->provider;
 	j->via_op = sr__provider_has_mount(box->provider);
+	j->secrets = box->secrets;
 	j->sandbox = strdup(box->sandbox);
 	j->workspace = strdup(box->workspace);
 	j->home = box->home ? strdup(box->home) : NULL;

@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "core/host/ctx.h"
+#include "core/host/log.h"
 #include "core/plugins/loader.h"
 
 #define SR__MOUNT_MAX 8
@@ -52,6 +53,11 @@ typedef struct sr__mount_box {
 	const char *sandbox;
 	const char *workspace;
 	const char *home;     /* NULL: the workspace */
+	/* Where the credentials given to mounters are held as secrets: the
+	 * run's, as long as what it mounted may show them (a mounter's
+	 * environment can be read by the sandbox's processes). NULL: held
+	 * for good. */
+	sr__secret_holds *secrets;
 } sr__mount_box;
 
 /* Each event, borrowed: {"type": "mount.mounting", "bucket", "prefix",

@@ -259,7 +259,7 @@ static void on_unmounted(void *ud, int status, const char *message)
  * is under way and settle_sandbox follows. */
 static int unmount_all(sr__run *r)
 {
-	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home };
+	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home, &r->secrets };
 
 	if (!(r->mount_job = sr__mounts_down(r->ctx, &box, r->mounted, sr__run_on_mount_event,
 					     on_unmounted, r)))

@@ -530,7 +530,7 @@ static void on_warm_stopped(void *ud)
 /* The turn's storage mounts (core/run/mount.h), then the preparation. */
 static void start_mounts(sr__run *r)
 {
-	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home };
+	sr__mount_box box = { r->provider, r->sandbox_id, r->workspace, r->home, &r->secrets };
 
 	if (!r->n_mt) {
 		prepare(r);

@@ -349,5 +349,12 @@ expect "the next Daytona turn mounts again in the reconnected sandbox" 0 "$S" ru
 grep_in "  reconnected" "$T/out" '"how":"reconnected"'
 grep_in "  and the mount has the first turn's file" "$T/out" '"text":"exit 0: day"'
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
+# The mounter runs in the sandbox: an agent of the same user can read its
+# environment. What it prints of it is redacted, all through the turn.
+expect "an agent that reads the mounter's environment" 0 "$S" run --json --session "$session" \
+	--mount s3://work/day:data 'sh:for p in $(pgrep -f "s3fs .* $PWD/data$"); do
+tr "\0" "\n" </proc/$p/environ; done | grep AWSSESSIONTOKEN='
+grep_in "  sees the token redacted in the events" "$T/out" 'AWSSESSIONTOKEN=\[REDACTED\]'
+grep -qs "$TOKEN" "$T/out" "$T/err" && fail "  never in plain text" || ok "  never in plain text"
 
 finish
