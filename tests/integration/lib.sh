@@ -71,7 +71,7 @@ start_callbacks() {
 	CB_LOG="$T/calls.log"
 	"$SANDRUN_CALLBACK_SERVER" --log "$CB_LOG" >"$T/cb.out" &
 	CB_PID=$!
-	for _ in $(seq 100); do [ -s "$T/cb.out" ] && break; sleep 0.05; done
+	for _ in $(seq 600); do [ -s "$T/cb.out" ] && break; sleep 0.05; done
 	CB_URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/cb.out")
 	: >"$CB_LOG"
 }

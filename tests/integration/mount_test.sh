@@ -321,7 +321,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-ke
 	--transition-ms 20 --log "$T/emu.log" --egress-host "s3.mount.test=127.0.0.1:$S3_PORT" \
 	>"$T/emu.out" 2>"$T/emu.err" &
 EMU_PID=$!
-for _ in $(seq 100); do [ -s "$T/emu.out" ] && [ -s "$T/proxy.out" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$T/emu.out" ] && [ -s "$T/proxy.out" ] && break; sleep 0.05; done
 export SANDRUN_RUNNER_PROVIDER=daytona SANDRUN_PROVIDER_DAYTONA_SECRETS=off
 export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-mount-key
 SANDRUN_PROVIDER_DAYTONA_API_URL=$(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/emu.out")
