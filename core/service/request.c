@@ -90,7 +90,7 @@ static int parse_model(sr__svc_request *q, json_t *model, char *msg, size_t n)
 			BAD("'model.credentials.%s' must be a non-empty string (at most %d bytes, "
 			    "no NUL)", k, CREDENTIAL_MAX);
 	}
-	/* Registered before anything could show them. */
+	/* Held before anything could show them, until the request is cleared. */
 	json_object_foreach(creds, k, v)
 		sr__secret_hold_in(&q->secrets, json_string_value(v));
 	q->credentials = creds;
