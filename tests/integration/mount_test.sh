@@ -351,9 +351,11 @@ grep_in "  and the mount has the first turn's file" "$T/out" '"text":"exit 0: da
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 # The mounter runs in the sandbox: an agent of the same user can read its
 # environment. What it prints of it is redacted, all through the turn.
+# (/proc read directly: a fresh Debian has no pgrep.)
 expect "an agent that reads the mounter's environment" 0 "$S" run --json --session "$session" \
-	--mount s3://work/day:data 'sh:for p in $(pgrep -f "s3fs .* $PWD/data$"); do
-tr "\0" "\n" </proc/$p/environ; done | grep AWSSESSIONTOKEN='
+	--mount s3://work/day:data 'sh:for p in /proc/[0-9]*; do
+tr "\0" " " <$p/cmdline 2>/dev/null | grep -q "^s3fs .* $PWD/data $" &&
+tr "\0" "\n" <$p/environ; done | grep AWSSESSIONTOKEN='
 grep_in "  sees the token redacted in the events" "$T/out" 'AWSSESSIONTOKEN=\[REDACTED\]'
 grep -qs "$TOKEN" "$T/out" "$T/err" && fail "  never in plain text" || ok "  never in plain text"
 
