@@ -3,11 +3,16 @@
 // Spawns CMD and measures: start_ms (spawn -> initialize response), rss_kb (VmHWM of
 // the child pid after the calls; if CMD is a wrapper, that's the wrapper's), and the
 // latency of N sequential tools/call "noop" after 50 uncounted warm-up calls.
-// Prints one JSON line {"start_ms","rss_kb","p50_ms","p99_ms","mean_ms","calls"},
+// It also gives the CPU time each call cost, in microseconds: server_cpu_us
+// for the child pid (all its threads, from /proc/PID/task/*/schedstat: time
+// on a CPU, whatever the noise of the wall clock) and client_cpu_us for this
+// client, over the timed calls.
+// Prints one JSON line {"start_ms","rss_kb","p50_ms","p99_ms","mean_ms",
+// "server_cpu_us","client_cpu_us","calls"},
 // then closes the child's stdin and waits for it to exit (SIGKILL after 2 s).
 // Exit 1 on any error/timeout, 2 on bad usage.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 const [nArg, cmd, ...args] = process.argv.slice(2);
 const N = Number(nArg);
@@ -63,15 +68,25 @@ await request('initialize', {
 const startMs = Number(process.hrtime.bigint() - t0) / 1e6;
 send({ jsonrpc: '2.0', method: 'notifications/initialized' });
 
+// Nanoseconds on a CPU of every thread of pid (schedstat's first field).
+const cpuNs = (pid) => readdirSync(`/proc/${pid}/task`).reduce((sum, t) => {
+  try { return sum + Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]); }
+  catch { return sum; }  // a thread that ended meanwhile
+}, 0);
+
 const call = () => request('tools/call', { name: 'noop', arguments: {} });
 for (let i = 0; i < 50; i++) await call();
 const lat = new Array(N);
+const server0 = cpuNs(child.pid), client0 = process.cpuUsage();
 for (let i = 0; i < N; i++) {
   const s = process.hrtime.bigint();
   const r = await call();
   lat[i] = Number(process.hrtime.bigint() - s) / 1e6;
   if (i === 0 && r?.isError) die(`noop returned isError: ${JSON.stringify(r)}`);
 }
+const serverCpu = (cpuNs(child.pid) - server0) / 1000 / N;
+const clientUse = process.cpuUsage(client0);
+const clientCpu = (clientUse.user + clientUse.system) / N;
 
 const hwm = /VmHWM:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
 lat.sort((a, b) => a - b);
@@ -80,7 +95,9 @@ const r3 = (x) => Math.round(x * 1000) / 1000;
 console.log(JSON.stringify({
   start_ms: r3(startMs), rss_kb: hwm ? Number(hwm[1]) : null,
   p50_ms: r3(pct(0.5)), p99_ms: r3(pct(0.99)),
-  mean_ms: r3(lat.reduce((a, b) => a + b, 0) / N), calls: N,
+  mean_ms: r3(lat.reduce((a, b) => a + b, 0) / N),
+  server_cpu_us: Math.round(serverCpu * 10) / 10,
+  client_cpu_us: Math.round(clientCpu * 10) / 10, calls: N,
 }));
 
 done = true;

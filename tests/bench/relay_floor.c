@@ -19,8 +19,10 @@
  *                            kept-alive loopback TCP connection, no HTTP
  *                            parsing (the callback)
  *
- * files and tcp print {"p50_ms":..,"p99_ms":..,"calls":N}, as
- * mcp_roundtrip.mjs does. Exit 1 on any failure, 2 on bad usage.
+ * files and tcp print {"p50_ms":..,"p99_ms":..,"cpu_us":..,"calls":N}, as
+ * mcp_roundtrip.mjs does; cpu_us is the CPU time both processes spent per
+ * timed call (/proc/PID/schedstat, time on a CPU). Exit 1 on any failure,
+ * 2 on bad usage.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -70,12 +72,34 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Nearest rank, as mcp_roundtrip.mjs. */
-static void report(double *lat, int n)
+/* Nanoseconds this process and the other side (pid) spent on a CPU. */
+static double cpu_ns(pid_t pid)
+{
+	char path[64];
+	double sum = 0, v;
+	FILE *f;
+
+	for (int i = 0; i < 2; i++) {
+		if (i == 0)
+			snprintf(path, sizeof(path), "/proc/self/schedstat");
+		else
+			snprintf(path, sizeof(path), "/proc/%ld/schedstat", (long)pid);
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "%lf", &v) != 1)
+			die(path);
+		fclose(f);
+		sum += v;
+	}
+	return sum;
+}
+
+/* Nearest rank, as mcp_roundtrip.mjs; cpu in ns over the n timed calls. */
+static void report(double *lat, int n, double cpu)
 {
 	qsort(lat, (size_t)n, sizeof(*lat), by_value);
-	printf("{\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"calls\":%d}\n",
-	       lat[(n + 1) / 2 - 1] / 1e3, lat[(99 * n + 99) / 100 - 1] / 1e3, n);
+	printf("{\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"cpu_us\":%.1f,\"calls\":%d}\n",
+	       lat[(n + 1) / 2 - 1] / 1e3, lat[(99 * n + 99) / 100 - 1] / 1e3,
+	       cpu / 1e3 / n, n);
 }
 
 static void write_all(int fd, const char *p, size_t n)
@@ -209,7 +233,7 @@ static int bench_files(int n, const char *dir)
 {
 	char journal[4096], spare[4096], name[4096], buf[4096];
 	int watch, fd, status, calls = n + WARMUP;
-	double *lat = calloc((size_t)n, sizeof(*lat));
+	double cpu = 0, *lat = calloc((size_t)n, sizeof(*lat));
 	pid_t pid;
 
 	snprintf(journal, sizeof(journal), "%s.journal", dir);
@@ -230,8 +254,11 @@ static int bench_files(int n, const char *dir)
 		die("spare");
 	usleep(100000); /* the runner's watch is set */
 	for (int i = 0; i < calls; i++) {
-		double t = now_us();
+		double t;
 
+		if (i == WARMUP)
+			cpu = cpu_ns(pid);
+		t = now_us();
 		/* The shim's publication from a kept spare, never replacing. */
 		snprintf(name, sizeof(name), "%s/c%d.req", dir, i);
 		if (pwrite(fd, request, sizeof(request) - 1, 0) < 0 ||
@@ -251,10 +278,11 @@ static int bench_files(int n, const char *dir)
 		if (i >= WARMUP)
 			lat[i - WARMUP] = now_us() - t;
 	}
+	cpu = cpu_ns(pid) - cpu;
 	close(fd);
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		die("the runner's side failed");
-	report(lat, n);
+	report(lat, n, cpu);
 	free(lat);
 	return 0;
 }
@@ -300,7 +328,7 @@ static int bench_tcp(int n)
 	socklen_t alen = sizeof(a);
 	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), s, status;
 	int calls = n + WARMUP;
-	double *lat = calloc((size_t)n, sizeof(*lat));
+	double cpu = 0, *lat = calloc((size_t)n, sizeof(*lat));
 	pid_t pid;
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -325,18 +353,22 @@ static int bench_tcp(int n)
 		die("connect to 127.0.0.1");
 	no_delay(s);
 	for (int i = 0; i < calls; i++) {
-		double t = now_us();
+		double t;
 
+		if (i == WARMUP)
+			cpu = cpu_ns(pid);
+		t = now_us();
 		write_all(s, http_request, sizeof(http_request) - 1);
 		if (read_message(s, sizeof(http_response) - 1) != 0)
 			die("read the answer");
 		if (i >= WARMUP)
 			lat[i - WARMUP] = now_us() - t;
 	}
+	cpu = cpu_ns(pid) - cpu;
 	close(s);
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		die("the server's side failed");
-	report(lat, n);
+	report(lat, n, cpu);
 	free(lat);
 	return 0;
 }
