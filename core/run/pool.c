@@ -38,6 +38,9 @@ static const struct {
 	[SR__TD_TTL] = { "ttl", SR__DESTROY, SR__DESTROY },
 	[SR__TD_CREDENTIALS] = { "credential_change", SR__DESTROY, SR__DESTROY },
 	[SR__TD_DELETED] = { "session_deleted", SR__DESTROY, SR__DESTROY },
+	/* Stopping it ends whatever the mount left running in it; the next
+	 * turn mounts over what is left of the mount. */
+	[SR__TD_UNMOUNT_FAILED] = { "unmount_failed", SR__PARK_STOPPED, SR__PARK_STOPPED },
 };
 
 enum sr__disposition sr__teardown_disposition(enum sr__teardown why, int created)

@@ -26,6 +26,9 @@ enum sr__teardown {
 	SR__TD_TTL,         /* parked stopped longer than the TTL */
 	SR__TD_CREDENTIALS, /* the credentials changed since the last turn */
 	SR__TD_DELETED,     /* the session was deleted */
+	SR__TD_UNMOUNT_FAILED, /* a clean turn whose mount did not come
+				* down: never kept running (its mounter,
+				* with the turn's credentials, would be) */
 	SR__TD_COUNT
 };
 

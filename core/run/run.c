@@ -247,9 +247,11 @@ static void on_unmounted(void *ud, int status, const char *message)
 	sr__run *r = ud;
 
 	r->mount_job = NULL;
-	if (status != SR_OK)
+	if (status != SR_OK) {
+		r->unmount_failed = 1;
 		sr__log(SR_LOG_WARN, "run", "sandbox %s: unmounting: %s", r->sandbox_id,
 			message ? message : sr__strerror(status));
+	}
 	json_array_clear(r->mounted);
 	settle_sandbox(r);
 	sr__run_landed(r);
@@ -318,9 +320,18 @@ static void release_sandbox(sr__run *r)
 static void settle_sandbox(sr__run *r)
 {
 	const char *state = sr__ctx_state_dir(r->ctx);
-	enum sr__teardown why = r->teardown;
-	enum sr__disposition d = sr__teardown_disposition(why, r->created);
+	enum sr__teardown why;
+	enum sr__disposition d;
 
+	/* A mount that stayed up after a clean turn: the sandbox is not kept
+	 * running with it (a failed or cancelled turn's is not kept anyway). */
+	if (r->unmount_failed && r->teardown == SR__TD_COMPLETED) {
+		r->teardown = SR__TD_UNMOUNT_FAILED;
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: a mount did not come down: the "
+			"sandbox is parked stopped, not kept running", r->sandbox_id);
+	}
+	why = r->teardown;
+	d = sr__teardown_disposition(why, r->created);
 	/* Its tunnel enrolment goes, whatever the outcome (a failed run
 	 * leaves no peer, key, policy or group behind), once its mounts,
 	 * whose store it may reach through the tunnel, are gone. */
@@ -328,7 +339,8 @@ static void settle_sandbox(sr__run *r)
 	/* The pointer first, then the sandbox: the pool never holds a
 	 * sandbox whose session's pointer is a turn behind. */
 	if (d != SR__DESTROY && state && r->acp_session &&
-	    (why == SR__TD_COMPLETED || why == SR__TD_CANCELLED || why == SR__TD_SHUTDOWN) &&
+	    (why == SR__TD_COMPLETED || why == SR__TD_UNMOUNT_FAILED || why == SR__TD_CANCELLED ||
+	     why == SR__TD_SHUTDOWN) &&
 	    store_pointer(r, state) == SR_OK)
 		return;
 	dispose(r);

@@ -317,8 +317,19 @@ http.createServer((q, s) => {
 EOF
 node "$T/proxy.js" s3.mount.test "$S3_PORT" >"$T/proxy.out" 2>&1 &
 PROXY_PID=$!
-node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-mount-key \
-	--transition-ms 20 --log "$T/emu.log" --egress-host "s3.mount.test=127.0.0.1:$S3_PORT" \
+# Its sandboxes find fusermount, fusermount3 and umount in $T/failbin
+# first: they refuse, in a sandbox, while $T/fail-unmount exists.
+mkdir "$T/failbin"
+for c in fusermount fusermount3 umount; do
+	cat >"$T/failbin/$c" <<EOF
+#!/bin/sh
+[ -n "\${DAYTONA_SANDBOX_ID:-}" ] && [ -e "$T/fail-unmount" ] && { echo "$c: refused by the test" >&2; exit 1; }
+PATH='$PATH' exec $c "\$@"
+EOF
+	chmod +x "$T/failbin/$c"
+done
+PATH="$T/failbin:$PATH" node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" \
+	--api-key dtn-mount-key --transition-ms 20 --log "$T/emu.log" --egress-host "s3.mount.test=127.0.0.1:$S3_PORT" \
 	>"$T/emu.out" 2>"$T/emu.err" &
 EMU_PID=$!
 for _ in $(seq 600); do [ -s "$T/emu.out" ] && [ -s "$T/proxy.out" ] && break; sleep 0.05; done
@@ -358,5 +369,42 @@ tr "\0" " " <$p/cmdline 2>/dev/null | grep -q "^s3fs .* $PWD/data $" &&
 tr "\0" "\n" <$p/environ; done | grep AWSSESSIONTOKEN='
 grep_in "  sees the token redacted in the events" "$T/out" 'AWSSESSIONTOKEN=\[REDACTED\]'
 grep -qs "$TOKEN" "$T/out" "$T/err" && fail "  never in plain text" || ok "  never in plain text"
+
+# ---- a mount that does not come down, through sandrund's warm pool ----
+# A clean turn keeps its Daytona sandbox running in the pool; one whose
+# mount could not be unmounted parks it stopped instead, which ends the
+# mounter and the turn's credentials in its environment; the next turn
+# reconnects it and mounts over what is left.
+mounters() {
+	for p in /proc/[0-9]*; do
+		tr "\0" " " 2>/dev/null <"$p/cmdline" | grep -q "^s3fs .* $T/emu/" && echo "$p"
+	done | wc -l
+}
+SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
+	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc2.log" 2>&1 &
+SVC_PID=$!
+for _ in $(seq 200); do grep -q "listening on" "$T/svc2.log" && break; sleep 0.05; done
+SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc2.log")
+svc_run() { "$S" run --server "$SVC_URL" --token-file "$T/svc-tokens" --json "$@"; }
+expect "a Daytona turn with a mount through sandrund" 0 svc_run --mount s3://work/day:data \
+	'sh:cat data/f'
+session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/out")
+grep_in "  unmounted at the end" "$T/out" '"type":"mount.unmounted"'
+touch "$T/fail-unmount"
+expect "the next turn, whose mount does not come down" 0 svc_run --session "$session" \
+	--mount s3://work/day:data 'sh:cat data/f'
+grep_in "  took the sandbox warm from the pool" "$T/out" '"how":"warm"'
+grep_in "  the unmount failed" "$T/out" '"type":"mount.unmount_failed"'
+rm -f "$T/fail-unmount"
+for _ in $(seq 300); do [ "$(mounters)" -eq 0 ] && break; sleep 0.05; done
+[ "$(mounters)" -eq 0 ] && ok "  the mounter ended with the sandbox's stop" ||
+	fail "  the mounter ended with the sandbox's stop"
+grep_in "  sandrund says why" "$T/svc2.log" "a mount did not come down"
+expect "the turn after" 0 svc_run --session "$session" --mount s3://work/day:data 'sh:cat data/f'
+grep_in "  reconnected: the sandbox was parked stopped, not kept warm" "$T/out" '"how":"reconnected"'
+grep_in "  the mount has the file" "$T/out" '"text":"exit 0: day"'
+kill "$SVC_PID"
+wait "$SVC_PID" 2>/dev/null
+[ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 
 finish

@@ -123,6 +123,10 @@ Test(pool, the_teardown_table)
 	cr_assert_eq(sr__teardown_disposition(SR__TD_TTL, 0), SR__DESTROY);
 	cr_assert_eq(sr__teardown_disposition(SR__TD_CREDENTIALS, 0), SR__DESTROY);
 	cr_assert_eq(sr__teardown_disposition(SR__TD_DELETED, 0), SR__DESTROY);
+	/* A mount left up is never kept running; the work is kept. */
+	cr_assert_eq(sr__teardown_disposition(SR__TD_UNMOUNT_FAILED, 1), SR__PARK_STOPPED);
+	cr_assert_eq(sr__teardown_disposition(SR__TD_UNMOUNT_FAILED, 0), SR__PARK_STOPPED);
+	cr_assert_str_eq(sr__teardown_name(SR__TD_UNMOUNT_FAILED), "unmount_failed");
 	for (int i = 0; i < SR__TD_COUNT; i++)
 		cr_assert_neq(strcmp(sr__teardown_name(i), "unknown"), 0, "reason %d unnamed", i);
 	cr_assert_str_eq(sr__teardown_name(SR__TD_CREDENTIALS), "credential_change");
