@@ -521,3 +521,32 @@ Test(local, a_mount_whose_mounter_hangs_is_cancelled_and_its_mounter_killed)
 	cr_assert(kill((pid_t)pid, 0) != 0 && errno == ESRCH, "the mounter %ld still runs", pid);
 	cr_assert_eq(sr__provider_cancel(p, req), SR_ENOTFOUND, "cancelled twice");
 }
+
+/* A mount in a sandbox that does not exist (its record read off the
+ * loop) ends with SR_ENOTFOUND and says so; no mounter runs. */
+Test(local, a_mount_in_a_sandbox_that_does_not_exist_is_not_found)
+{
+	char script[4400], marker[4200], mnt[4200];
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+	sr_mount_spec ms = { sizeof(ms), argv, mnt, NULL, 0 };
+	char id[64];
+	int rc;
+
+	start("");
+	/* Another id than the one a sandbox has. */
+	snprintf(id, sizeof(id), "%s", create());
+	id[strlen(id) - 1] = id[strlen(id) - 1] == '0' ? '1' : '0';
+	snprintf(mnt, sizeof(mnt), "%s/state/plugins/provider.local/sandboxes/%s/workspace/mnt",
+		 dir, id);
+	snprintf(marker, sizeof(marker), "%s/mounter-ran", dir);
+	snprintf(script, sizeof(script), "touch %s", marker);
+	reset();
+	rc = sr__provider_mount(p, sr__next_req(), id, &ms, sr__wait_done, &w);
+	if (rc == SR_OK) {
+		t_wait(&ctx, &w);
+		rc = w.status;
+		cr_assert(strstr(w.message, "not found"), "%s", w.message);
+	}
+	cr_assert_eq(rc, SR_ENOTFOUND, "%d: %s", rc, w.message);
+	cr_assert(access(marker, F_OK) != 0, "a mounter ran");
+}

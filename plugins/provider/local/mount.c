@@ -275,7 +275,14 @@ static int prepare_point(mop *m)
 	char dir[4096], *copy, *comp, *save = NULL;
 	int fd, nfd;
 	struct stat st;
+	json_t *meta;
 
+	/* A sandbox is one with its record (read here, off the loop). */
+	if (!(meta = local__meta_read(m->lp, m->id))) {
+		snprintf(m->message, sizeof(m->message), "local: sandbox '%s' not found", m->id);
+		return SR_ENOTFOUND;
+	}
+	json_decref(meta);
 	local__sandbox_dir(m->lp, m->id, dir, sizeof(dir));
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		snprintf(m->message, sizeof(m->message), "local: sandbox '%s' not found", m->id);
@@ -528,16 +535,12 @@ int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *
 	static const char *const base_env[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
 						"LANG=C.UTF-8", NULL };
 	local *lp = self;
-	json_t *meta;
 	mop *m;
 	int rc;
 
 	if (!local__valid_id(id) || !spec || spec->size < SR_TABLE_HAS(sr_mount_spec, path) ||
 	    !spec->argv || !spec->argv[0])
 		return SR_EINVAL;
-	if (!(meta = local__meta_read(lp, id)))
-		return SR_ENOTFOUND;
-	json_decref(meta);
 	if (!(m = calloc(1, sizeof(*m))))
 		return SR_ENOMEM;
 	m->lp = lp;
