@@ -59,7 +59,8 @@ struct sr__mount_job {
 	size_t n, i;
 	enum step step;
 	int cancelled, finished;
-	int status;                /* a failure kept over S_CLEAN */
+	int status;                /* a failure kept over S_CLEAN; down: the
+				    * last unmount that failed */
 	char abs[1300];            /* the current mount point */
 	char envfile[1300];
 	char *out;                 /* the credentials command's stdout */
@@ -618,7 +619,7 @@ static void step(sr__mount_job *j)
 	j->err[0] = 0;
 	if (j->step == S_UNMOUNT) {
 		if (j->i >= j->n) {
-			finish(j, SR_OK, NULL);
+			finish(j, j->status, j->status != SR_OK ? j->msg : NULL);
 			return;
 		}
 		rc = start_unmount(j, j->down[j->i]);
@@ -779,11 +780,15 @@ static void landed(sr__mount_job *j, int status, const char *message)
 		if (status == SR_OK)
 			emit(j, json_pack("{s:s, s:s}", "type", "mount.unmounted", "path",
 					  j->down[j->i]));
-		else if (status != SR_ENOTFOUND)
+		else if (status != SR_ENOTFOUND) {
+			const char *why = j->err_len ? tail(j) : message ? message :
+				sr__strerror(status);
 			emit(j, json_pack("{s:s, s:s, s:s}", "type", "mount.unmount_failed", "path",
-					  j->down[j->i], "message",
-					  j->err_len ? tail(j) : message ? message :
-					  sr__strerror(status)));
+					  j->down[j->i], "message", why));
+			snprintf(j->msg, sizeof(j->msg), "%s: %s", j->down[j->i], why);
+			redact_msg(j);
+			j->status = SR_EIO;
+		}
 		j->i++;
 		break;
 	default:

@@ -77,7 +77,8 @@ sr__mount_job *sr__mounts_up(sr__ctx *ctx, const sr__mount_box *box,
 			     const sr__mount_target *t, size_t n, const char *s3_url,
 			     sr__mount_event_fn event, sr__mount_done_fn done, void *ud);
 /* Unmount each absolute path of the array paths (borrowed for the call);
- * a failure is an event, and the job goes on with the next. */
+ * a failure is an event, and the job goes on with the next. done has
+ * SR_EIO (and the last failure) when one did not come down. */
 sr__mount_job *sr__mounts_down(sr__ctx *ctx, const sr__mount_box *box, json_t *paths,
 			       sr__mount_event_fn event, sr__mount_done_fn done, void *ud);
 /* The job stops after the operation in flight: done then runs with

@@ -242,16 +242,26 @@ static int store_pointer(sr__run *r, const char *state)
 
 static void settle_sandbox(sr__run *r);
 
+/* A mount may still be up: the sandbox is not kept running with it after
+ * a clean turn (a failed or cancelled turn's is not kept anyway). */
+static void mount_left_up(sr__run *r, int status, const char *message)
+{
+	sr__log(SR_LOG_WARN, "run", "sandbox %s: unmounting: %s", r->sandbox_id,
+		message ? message : sr__strerror(status));
+	if (r->teardown == SR__TD_COMPLETED) {
+		r->teardown = SR__TD_UNMOUNT_FAILED;
+		sr__log(SR_LOG_WARN, "run", "sandbox %s: a mount did not come down: the "
+			"sandbox is parked stopped, not kept running", r->sandbox_id);
+	}
+}
+
 static void on_unmounted(void *ud, int status, const char *message)
 {
 	sr__run *r = ud;
 
 	r->mount_job = NULL;
-	if (status != SR_OK) {
-		r->unmount_failed = 1;
-		sr__log(SR_LOG_WARN, "run", "sandbox %s: unmounting: %s", r->sandbox_id,
-			message ? message : sr__strerror(status));
-	}
+	if (status != SR_OK)
+		mount_left_up(r, status, message);
 	json_array_clear(r->mounted);
 	settle_sandbox(r);
 	sr__run_landed(r);
@@ -311,8 +321,11 @@ static void release_sandbox(sr__run *r)
 		return;
 	r->teardown = teardown_reason(r);
 	/* Its mounts go first, whatever becomes of it. */
-	if (json_array_size(r->mounted) && unmount_all(r) == SR_OK)
-		return;
+	if (json_array_size(r->mounted)) {
+		if (unmount_all(r) == SR_OK)
+			return;
+		mount_left_up(r, SR_ENOMEM, "out of memory");
+	}
 	settle_sandbox(r);
 }
 
@@ -320,18 +333,9 @@ static void release_sandbox(sr__run *r)
 static void settle_sandbox(sr__run *r)
 {
 	const char *state = sr__ctx_state_dir(r->ctx);
-	enum sr__teardown why;
-	enum sr__disposition d;
+	enum sr__teardown why = r->teardown;
+	enum sr__disposition d = sr__teardown_disposition(why, r->created);
 
-	/* A mount that stayed up after a clean turn: the sandbox is not kept
-	 * running with it (a failed or cancelled turn's is not kept anyway). */
-	if (r->unmount_failed && r->teardown == SR__TD_COMPLETED) {
-		r->teardown = SR__TD_UNMOUNT_FAILED;
-		sr__log(SR_LOG_WARN, "run", "sandbox %s: a mount did not come down: the "
-			"sandbox is parked stopped, not kept running", r->sandbox_id);
-	}
-	why = r->teardown;
-	d = sr__teardown_disposition(why, r->created);
 	/* Its tunnel enrolment goes, whatever the outcome (a failed run
 	 * leaves no peer, key, policy or group behind), once its mounts,
 	 * whose store it may reach through the tunnel, are gone. */

@@ -120,7 +120,6 @@ struct sr__run {
 	char *s3_url;            /* it, as the sandbox reaches it */
 	struct sr__mount_job *mount_job;
 	json_t *mounted;         /* paths a mounter ran for, still to unmount */
-	int unmount_failed;      /* one of them did not come down */
 	/* The sandbox enrolled in the tunnel (run_enrol.c). */
 	sr__plugin *tunnel;      /* started, when an endpoint used it */
 	json_t *enrol_ports;     /* runner ports of endpoints that need it */

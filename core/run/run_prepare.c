@@ -501,8 +501,6 @@ void sr__run_on_mount_event(void *ud, json_t *ev)
 		if (path)
 			json_array_append(r->mounted, path);
 	}
-	if (type && strcmp(type, "mount.unmount_failed") == 0)
-		r->unmount_failed = 1;
 	sr__run_emit(r, json_incref(ev));
 }
 

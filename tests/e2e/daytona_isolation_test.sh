@@ -45,7 +45,7 @@ s.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: s.address().po
 JS
 node "$T/echo.mjs" >"$T/echo.out" 2>"$T/echo.err" &
 echo_pid=$!
-for _ in $(seq 600); do [ -s "$T/model.out" ] && [ -s "$T/echo.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out" "$T/echo.out"
 model_port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$T/model.out")
 echo_port=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$T/echo.out")
 
@@ -55,7 +55,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-ke
 	--egress-host "sub.api.model.test=127.0.0.1:$echo_port" >"$T/emu.out" 2>"$T/emu.err" &
 emu_pid=$!
 trap 'kill $emu_pid $model_pid $echo_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 api=$(field apiUrl "$T/emu.out")
 admin=$(field adminUrl "$T/emu.out")
 export SANDRUN_PROVIDER_DAYTONA_API_URL="$api"

@@ -39,14 +39,14 @@ printf '[{"text":"secrets turn done"},{"text":"two"},{"text":"three"},{"text":"f
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
-for _ in $(seq 600); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out"
 model_port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$T/model.out")
 node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-test-key \
 	--log "$T/emu.log" --egress-host "api.model.test=127.0.0.1:$model_port" \
 	>"$T/emu.out" 2>"$T/emu.err" &
 emu_pid=$!
 trap 'kill $emu_pid $model_pid 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 api=$(field apiUrl "$T/emu.out")
 admin=$(field adminUrl "$T/emu.out")
 export SANDRUN_PROVIDER_DAYTONA_API_URL="$api"

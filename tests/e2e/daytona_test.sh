@@ -32,7 +32,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-ke
 emu_pid=$!
 start_callbacks
 trap 'kill $emu_pid $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 export SANDRUN_PROVIDER_DAYTONA_API_URL="$(field apiUrl "$T/emu.out")"
 export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-test-key
 admin=$(field adminUrl "$T/emu.out")
@@ -53,7 +53,7 @@ printf '[%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"slow done"
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
-for _ in $(seq 600); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out"
 url=$(field url "$T/model.out")
 export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 
@@ -124,7 +124,7 @@ printf '[{"text":"retried ok"}]\n' >"$T/script-retry.json"
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-retry.json" \
 	>"$T/model-retry.out" 2>/dev/null &
 retry_pid=$!
-for _ in $(seq 600); do [ -s "$T/model-retry.out" ] && break; sleep 0.05; done
+wait_for "$T/model-retry.out"
 expect "a 503 on reconnect is transient (exit 75)" 75 $drive "$T/ev6" - - "$S" run --json \
 	--session "$session" --model-url "$(field url "$T/model-retry.out")" "once more"
 grep_in "run.failed says retryable" "$T/ev6" '"code":"sandbox_unavailable".*"retryable":true'
@@ -141,7 +141,7 @@ printf '[%s,{"text":"faulted done"}]\n' "$(call slow '{"ms":2000}')" >"$T/script
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-fault.json" \
 	--log "$T/model-fault.ndjson" >"$T/model-fault.out" 2>/dev/null &
 fault_pid=$!
-for _ in $(seq 600); do [ -s "$T/model-fault.out" ] && break; sleep 0.05; done
+wait_for "$T/model-fault.out"
 slows=$(grep -c ' slow$' "$CB_LOG")
 $drive "$T/ev8" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
 	--model-url "$(field url "$T/model-fault.out")" "despite faults" >/dev/null 2>"$T/err8" &
@@ -167,7 +167,7 @@ printf '[%s,{"text":"after the stop"},{"text":"after the stop"}]\n' "$(call slow
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-stop.json" \
 	>"$T/model-stop.out" 2>/dev/null &
 stop_pid=$!
-for _ in $(seq 600); do [ -s "$T/model-stop.out" ] && break; sleep 0.05; done
+wait_for "$T/model-stop.out"
 slows=$(grep -c ' slow$' "$CB_LOG")
 start=$(date +%s)
 $drive "$T/ev9" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
@@ -207,7 +207,7 @@ for h in codex pi; do
 	node "$SANDRUN_SRCDIR/tests/emulators/openai.mjs" --script "$T/script-$h.json" \
 		--log "$T/model-$h.ndjson" >"$T/model-$h.out" 2>/dev/null &
 	oai_pid=$!
-	for _ in $(seq 600); do [ -s "$T/model-$h.out" ] && break; sleep 0.05; done
+	wait_for "$T/model-$h.out"
 	HARNESS_UP=$(echo "$h" | tr a-z A-Z)
 	env SANDRUN_RUNNER_HARNESSES=claude,codex,pi \
 		"SANDRUN_HARNESS_${HARNESS_UP}_INSTALL_DIR=$SANDRUN_HARNESS_DIR/$h" \

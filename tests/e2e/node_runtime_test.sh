@@ -72,7 +72,7 @@ turn() { # turn HARNESS EMULATOR CALL
 	node "$SANDRUN_SRCDIR/tests/emulators/$2.mjs" --script "$T/$1.script" \
 		--log "$T/$1.model" >"$T/$1.mout" 2>/dev/null &
 	mpid=$!
-	for _ in $(seq 600); do [ -s "$T/$1.mout" ] && break; sleep 0.05; done
+	wait_for "$T/$1.mout"
 	url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/$1.mout")
 	expect "a $1 turn runs" 0 node "$SANDRUN_SRCDIR/tests/e2e/drive.mjs" "$T/$1.ev" - - \
 		"$S" run --json --harness "$1" --tools "$T/tools.json" --model-url "$url" "use echo"

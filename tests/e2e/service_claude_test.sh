@@ -38,7 +38,7 @@ printf '[%s,%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"third t
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
-for _ in $(seq 600); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out"
 MODEL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model.out")
 TOKEN=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s\n' "$TOKEN" >"$T/tokens"

@@ -32,7 +32,7 @@ emu_pid=$!
 start_callbacks
 svc=
 trap 'kill $emu_pid $model_pid $svc 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 export SANDRUN_PROVIDER_DAYTONA_API_URL="$(field apiUrl "$T/emu.out")"
 export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-test-key
 admin=$(field adminUrl "$T/emu.out")
@@ -48,7 +48,7 @@ printf '[%s,{"text":"all done"},%s,{"text":"warm turn ok"}]\n' \
 node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
-for _ in $(seq 600); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out"
 MODEL=$(field url "$T/model.out")
 export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &

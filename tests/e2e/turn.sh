@@ -34,7 +34,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
 trap 'kill $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/model.out"
 url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model.out")$MODEL_URL_SUFFIX
 export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 
@@ -69,7 +69,7 @@ if [ "${HTTP_TOOLS:-}" = yes ]; then
 	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script2.json" \
 		--log "$T/model2.ndjson" >"$T/model2.out" 2>/dev/null &
 	model2_pid=$!
-	for _ in $(seq 600); do [ -s "$T/model2.out" ] && break; sleep 0.05; done
+	wait_for "$T/model2.out"
 	url2=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model2.out")$MODEL_URL_SUFFIX
 	SANDRUN_HARNESS_CLAUDE_TOOLS=http expect "a turn with tools over HTTP" 0 $drive "$T/ev4" - - \
 		"$S" run --json --tools "$T/tools.json" --model-url "$url2" "use http"
@@ -86,7 +86,7 @@ printf '[%s,{"text":"bridged done"}]\n' "$(call echo '{"text":"through the bridg
 node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script5.json" \
 	--log "$T/model5.ndjson" >"$T/model5.out" 2>/dev/null &
 model5_pid=$!
-for _ in $(seq 600); do [ -s "$T/model5.out" ] && break; sleep 0.05; done
+wait_for "$T/model5.out"
 url5=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model5.out")$MODEL_URL_SUFFIX
 calls=$(grep -c ' echo$' "$CB_LOG")
 SANDRUN_RUNNER_RELAY_TRANSPORT=provider expect "a turn with the relay through the provider" 0 \

@@ -46,7 +46,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" -
 	>"$T/model.out" 2>&1 &
 MODEL_PID=$!
 trap 'kill $ECHO_PID $MODEL_PID ${EMU_PID:-} 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/echo.out" ] && [ -s "$T/model.out" ] && break; sleep 0.05; done
+wait_for "$T/echo.out" "$T/model.out"
 EP=$(cat "$T/echo.out")
 MODEL_URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model.out")
 MP=${MODEL_URL##*:}
@@ -57,7 +57,7 @@ node "$emu" --state-dir "$T/daytona" --api-key "$key" --transition-ms 20 --log "
 	--egress-host "other.test=127.0.0.1:$EP" --egress-host "*.wild.test=127.0.0.1:$EP" \
 	--egress-host "wild.test=127.0.0.1:$EP" --egress-host "notwild.test=127.0.0.1:$EP" >"$T/emu.out" 2>"$T/emu.err" &
 EMU_PID=$!
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 BASE=$(jv d.url <"$T/emu.out")
 PROXY=$(jv d.egressProxyUrl <"$T/emu.out")
 case $PROXY in

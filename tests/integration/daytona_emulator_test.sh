@@ -21,7 +21,7 @@ key=emu-key-$$
 node "$emu" --state-dir "$T/daytona" --api-key "$key" --transition-ms 30 >"$T/emu.out" 2>"$T/emu.err" &
 EMU_PID=$!
 trap 'kill $EMU_PID 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out"
 BASE=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/emu.out")
 [ -n "$BASE" ] && ok "emulator printed its URLs" || { fail "emulator printed its URLs"; cat "$T/emu.err"; finish; exit 1; }
 grep_in "output line names the api base" "$T/emu.out" "\"apiUrl\":\"$BASE/api\""

@@ -64,6 +64,18 @@ finish() {
 	echo "# $checks checks, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+# wait_for FILE...: until every FILE has something in it (what a server
+# started in the background prints once it listens), for up to 30 s: node
+# starts slowly on a loaded machine. The caller checks what it read.
+wait_for() {
+	for _ in $(seq 600); do
+		ready=yes
+		for f in "$@"; do [ -s "$f" ] || ready=no; done
+		[ $ready = yes ] && return 0
+		sleep 0.05
+	done
+	return 0
+}
 
 # ---- tool delivery: a callback server, a tools file, a relay runner ----
 # start_callbacks: starts tests/helpers/callback_server; sets CB_URL, CB_LOG.
@@ -71,7 +83,7 @@ start_callbacks() {
 	CB_LOG="$T/calls.log"
 	"$SANDRUN_CALLBACK_SERVER" --log "$CB_LOG" >"$T/cb.out" &
 	CB_PID=$!
-	for _ in $(seq 600); do [ -s "$T/cb.out" ] && break; sleep 0.05; done
+	wait_for "$T/cb.out"
 	CB_URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/cb.out")
 	: >"$CB_LOG"
 }

@@ -167,18 +167,23 @@ grep -q stale-marker "$T/out" && fail "  not the stale mount" || ok "  not the s
 # ---- through sandrund: the request's "mounts" ----
 printf '%s\n' "svc-$TOKEN" >"$T/svc-tokens"
 chmod 600 "$T/svc-tokens"
-SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
-	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
-SVC_PID=$!
-for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
-SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
-expect "a turn through sandrund with a mount" 0 "$S" run --server "$SVC_URL" \
-	--token-file "$T/svc-tokens" --json --mount s3://work/run1:data 'sh:wc -c <data/big'
+# start_sandrund LOG: sandrund on a port of its own; sets SVC_PID, SVC_URL.
+start_sandrund() {
+	SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
+		"$SANDRUN_BUILDDIR/sandrund" >"$1" 2>&1 &
+	SVC_PID=$!
+	for _ in $(seq 200); do grep -q "listening on" "$1" && break; sleep 0.05; done
+	SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$1")
+}
+svc_run() { "$S" run --server "$SVC_URL" --token-file "$T/svc-tokens" --json "$@"; }
+start_sandrund "$T/svc.log"
+expect "a turn through sandrund with a mount" 0 svc_run --mount s3://work/run1:data \
+	'sh:wc -c <data/big'
 grep_in "  mounted by the service" "$T/out" '"type":"mount.ready","bucket":"work","prefix":"run1"'
 grep_in "  the agent sees the store" "$T/out" '"text":"exit 0: 12000000"'
 grep_in "  unmounted at the end" "$T/out" '"type":"mount.unmounted"'
-expect "a bad mount through sandrund is refused by the plan" 5 "$S" run --server "$SVC_URL" \
-	--token-file "$T/svc-tokens" --json --mount s3://work/a:../x ok
+expect "a bad mount through sandrund is refused by the plan" 5 svc_run \
+	--mount s3://work/a:../x ok
 grep_in "  mount_invalid" "$T/out" '"code":"mount_invalid"'
 kill "$SVC_PID"
 wait "$SVC_PID" 2>/dev/null
@@ -332,7 +337,7 @@ PATH="$T/failbin:$PATH" node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --sta
 	--api-key dtn-mount-key --transition-ms 20 --log "$T/emu.log" --egress-host "s3.mount.test=127.0.0.1:$S3_PORT" \
 	>"$T/emu.out" 2>"$T/emu.err" &
 EMU_PID=$!
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && [ -s "$T/proxy.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out" "$T/proxy.out"
 export SANDRUN_RUNNER_PROVIDER=daytona SANDRUN_PROVIDER_DAYTONA_SECRETS=off
 export SANDRUN_PROVIDER_DAYTONA_API_KEY=dtn-mount-key
 SANDRUN_PROVIDER_DAYTONA_API_URL=$(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/emu.out")
@@ -380,12 +385,7 @@ mounters() {
 		tr "\0" " " 2>/dev/null <"$p/cmdline" | grep -q "^s3fs .* $T/emu/" && echo "$p"
 	done | wc -l
 }
-SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
-	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc2.log" 2>&1 &
-SVC_PID=$!
-for _ in $(seq 200); do grep -q "listening on" "$T/svc2.log" && break; sleep 0.05; done
-SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc2.log")
-svc_run() { "$S" run --server "$SVC_URL" --token-file "$T/svc-tokens" --json "$@"; }
+start_sandrund "$T/svc2.log"
 expect "a Daytona turn with a mount through sandrund" 0 svc_run --mount s3://work/day:data \
 	'sh:cat data/f'
 session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/out")

@@ -20,7 +20,7 @@ EDGE_PID=$!
 node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403);r.end("<Error><Code>AccessDenied</Code></Error>")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
 S3_PID=$!
 trap 'kill $EDGE_PID $S3_PID 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/edge.out" ] && [ -s "$T/s3.out" ] && break; sleep 0.05; done
+wait_for "$T/edge.out" "$T/s3.out"
 read -r _ EDGE <"$T/edge.out"
 read -r S3 <"$T/s3.out"
 [ -n "${EDGE:-}" ] && ok "the edge listens" || { fail "the edge listens"; cat "$T/edge.err"; finish; exit 1; }
@@ -95,7 +95,7 @@ node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/dtn" --api-ke
 	--transition-ms 20 >"$T/dtn.out" 2>"$T/dtn.err" &
 DTN_PID=$!
 trap 'kill $EDGE_PID $S3_PID $DTN_PID 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/dtn.out" ] && break; sleep 0.05; done
+wait_for "$T/dtn.out"
 conf run.conf
 sed -i "s|^api_url = http://127.0.0.1:1/api|api_url = $(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/dtn.out")|; s|^api_key = unused|api_key = dtn-cf-key\nsecrets = off|" "$T/run.conf"
 export SANDRUN_RUNNER_HARNESSES=claude SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \

@@ -20,7 +20,7 @@ EMU_PID=$!
 node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403);r.end("denied")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
 S3_PID=$!
 trap 'kill $EMU_PID $S3_PID 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/emu.out" ] && [ -s "$T/s3.out" ] && break; sleep 0.05; done
+wait_for "$T/emu.out" "$T/s3.out"
 API=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/emu.out")
 read -r S3 <"$T/s3.out"
 [ -n "$API" ] && ok "the emulator listens" || { fail "the emulator listens"; cat "$T/emu.err"; finish; exit 1; }
@@ -141,7 +141,7 @@ PATH="$T/nbbin:$PATH" node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state
 	--api-key dtn-nb-key --transition-ms 20 >"$T/dtn.out" 2>"$T/dtn.err" &
 DTN_PID=$!
 trap 'kill $EMU_PID $S3_PID $DTN_PID 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/dtn.out" ] && break; sleep 0.05; done
+wait_for "$T/dtn.out"
 DTN_API=$(sed -n 's/.*"apiUrl":"\([^"]*\)".*/\1/p' "$T/dtn.out")
 PROVIDER=daytona conf run.conf "delete_default = yes" "runner_ip = 127.0.0.1" \
 	"[endpoint.s3]" "url = http://127.0.0.1:$S3"

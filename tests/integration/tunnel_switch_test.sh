@@ -21,13 +21,13 @@ PIDS="$PIDS $!"
 node "$E/netbird.mjs" --token "$TOKEN" >"$T/nb.out" 2>&1 &
 PIDS="$PIDS $!"
 trap 'kill $PIDS 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 600); do [ -s "$T/edge.out" ] && [ -s "$T/s3.out" ] && [ -s "$T/nb.out" ] && break; sleep 0.05; done
+wait_for "$T/edge.out" "$T/s3.out" "$T/nb.out"
 read -r _ EDGE <"$T/edge.out"
 read -r S3 <"$T/s3.out"
 NB=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/nb.out")
 node "$E/ngrok.mjs" --edge "http://127.0.0.1:$EDGE" >"$T/ng.out" 2>&1 &
 PIDS="$PIDS $!"
-for _ in $(seq 600); do [ -s "$T/ng.out" ] && break; sleep 0.05; done
+wait_for "$T/ng.out"
 read -r _ NGROK _ <"$T/ng.out"
 [ -n "${EDGE:-}" ] && [ -n "${NGROK:-}" ] && [ -n "$NB" ] && ok "the emulators listen" ||
 	{ fail "the emulators listen"; cat "$T"/*.out; finish; exit 1; }

@@ -28,7 +28,7 @@ for (let i = 0; i < 3; i++) {
 JS
 node "$T/s3.mjs" >"$T/s3.out" 2>&1 &
 S3_PID=$!
-for _ in $(seq 600); do [ -s "$T/s3.out" ] && break; sleep 0.05; done
+wait_for "$T/s3.out"
 read -r S3A S3B S3C <"$T/s3.out"
 # A port where nothing listens: a service that is down.
 DOWN=$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')

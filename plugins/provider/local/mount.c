@@ -278,16 +278,14 @@ static int prepare_point(mop *m)
 	json_t *meta;
 
 	/* A sandbox is one with its record (read here, off the loop). */
-	if (!(meta = local__meta_read(m->lp, m->id))) {
+	local__sandbox_dir(m->lp, m->id, dir, sizeof(dir));
+	if (!(meta = local__meta_read(m->lp, m->id)) ||
+	    (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		json_decref(meta);
 		snprintf(m->message, sizeof(m->message), "local: sandbox '%s' not found", m->id);
 		return SR_ENOTFOUND;
 	}
 	json_decref(meta);
-	local__sandbox_dir(m->lp, m->id, dir, sizeof(dir));
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		snprintf(m->message, sizeof(m->message), "local: sandbox '%s' not found", m->id);
-		return SR_ENOTFOUND;
-	}
 	if (!(copy = strdup(m->rel))) {
 		close(fd);
 		return SR_ENOMEM;
