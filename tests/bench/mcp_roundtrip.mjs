@@ -2,7 +2,9 @@
 // Usage: node mcp_roundtrip.mjs N CMD [ARGS...]
 // Spawns CMD and measures: start_ms (spawn -> initialize response), rss_kb (VmHWM of
 // the child pid after the calls; if CMD is a wrapper, that's the wrapper's), and the
-// latency of N sequential tools/call "noop" after 50 uncounted warm-up calls.
+// latency of N sequential tools/call "noop" after 1,000 uncounted warm-up calls
+// (enough for V8 to have compiled this client's hot path, whose tiering
+// would otherwise land in the tail of whichever server is measured).
 // It also gives the CPU time each call cost, in microseconds: server_cpu_us
 // for the child pid (all its threads, from /proc/PID/task/*/schedstat: time
 // on a CPU, whatever the noise of the wall clock) and client_cpu_us for this
@@ -75,7 +77,7 @@ const cpuNs = (pid) => readdirSync(`/proc/${pid}/task`).reduce((sum, t) => {
 }, 0);
 
 const call = () => request('tools/call', { name: 'noop', arguments: {} });
-for (let i = 0; i < 50; i++) await call();
+for (let i = 0; i < 1000; i++) await call();
 const lat = new Array(N);
 const server0 = cpuNs(child.pid), client0 = process.cpuUsage();
 for (let i = 0; i < N; i++) {
