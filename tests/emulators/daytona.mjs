@@ -15,7 +15,8 @@
 // Prints one JSON line once listening:
 //   {"url","apiUrl","toolboxUrl","previewUrl","adminUrl","egressProxyUrl","stateDir","pid"}
 // Exits on SIGTERM/SIGINT (or when a piped stdin closes), killing the
-// process group of every process it started.
+// process group of every process it started, and every process whose
+// environment names one of its sandboxes.
 import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs';
@@ -115,10 +116,28 @@ function unmountBelow(dir) {
     if (spawnSync('fusermount', ['-u', '-z', mp]).status !== 0) spawnSync('umount', ['-l', mp]);
   return below().length > 0;
 }
+// A container's processes end with it, a daemon that left its process
+// group (setsid) included: every process whose environment names the
+// sandbox (sandboxEnv gives each one DAYTONA_SANDBOX_ID) is killed.
+function killStragglers(sb) {
+  const mark = Buffer.from(`DAYTONA_SANDBOX_ID=${sb.id}\0`);
+  let pids = [];
+  try { pids = fs.readdirSync('/proc').filter((d) => /^[0-9]+$/.test(d) && Number(d) !== process.pid); } catch { return; }
+  for (const pid of pids) {
+    let env;
+    try { env = fs.readFileSync(`/proc/${pid}/environ`); } catch { continue; } // gone, or not ours to read
+    const at = env.indexOf(mark);
+    if (at === 0 || (at > 0 && env[at - 1] === 0)) {
+      try { process.kill(Number(pid), 'SIGKILL'); } catch { continue; /* gone */ }
+      log({ event: 'kill', sandboxId: sb.id, pid: Number(pid), reason: 'outside its process group' });
+    }
+  }
+}
 function killAll(sb) {
   unmountBelow(sb.dir);
   for (const c of sb.procs) killGroup(c);
   sb.procs.clear();
+  killStragglers(sb);
   for (const s of sb.sessions.values()) for (const c of s.commands) if (c.exitCode === undefined) c.killed = true;
   sb.sessions.clear();
   for (const st of [...streams]) if (st.sandboxId === sb.id) st.close();

@@ -2,6 +2,7 @@
 // Usage: node daytona_sdk_check.mjs NPM_DIR BASE_URL API_KEY
 // Prints "ok - ..." / "FAIL - ..." lines; exits 1 when a check failed.
 import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -137,9 +138,22 @@ await step('network settings', async () => {
   check('network settings stored', sb.networkBlockAll === true && sb.networkAllowList === '10.0.0.0/8', JSON.stringify([sb.networkBlockAll, sb.networkAllowList]));
 });
 
+// Whether process pid runs on this machine (the emulator's sandboxes are
+// processes of this machine); a zombie has ended.
+const alive = (pid) => { try { return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { return false; } };
+
 await step('stop/start/delete', async () => {
+  // A daemon that leaves the command's process group still ends with the sandbox.
+  await sb.process.executeCommand(`setsid sh -c 'echo $$ >daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &`);
+  let pid = 0;
+  for (let i = 0; i < 50 && !pid; i++) {
+    pid = Number((await sb.process.executeCommand('cat daemon.pid 2>/dev/null')).result.trim()) || 0;
+    if (!pid) await new Promise((r) => setTimeout(r, 100));
+  }
+  check('a daemon (setsid) runs in the sandbox', pid > 0 && alive(pid), pid);
   await sb.stop();
   check('stop: stopped', sb.state === 'stopped', sb.state);
+  check('stop: the daemon ended with the sandbox', pid > 0 && !alive(pid), pid);
   const p = await fetch(`${link.url}/`, { headers: { 'x-daytona-preview-token': link.token } });
   check('stop: preview refused (400)', p.status === 400, p.status);
   await refused('stop: toolbox refused', () => sb.process.executeCommand('true'), 400, /no IP address found/);
