@@ -92,7 +92,7 @@ export SANDRUN_SECRETS_ALLOW_HOSTS="api.model.test:$model_port"
 $drive "$T/ev" - - "$S" run --json --tools "$T/tools.json" --model-url "$model" "isolate" \
 	>"$T/run.out" 2>"$T/run.err" &
 runner=$!
-for _ in $(seq 600); do grep -q '"type":"tool.call"' "$T/ev" 2>/dev/null && break; sleep 0.05; done
+wait_grep "$T/ev" '"type":"tool.call"'
 grep_in "the platform tool was called" "$T/ev" '"type":"tool.call"'
 box=$(field sandbox "$T/ev")
 curl -s "$admin/sandbox/$box" >"$T/box.json"

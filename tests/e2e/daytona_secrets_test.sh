@@ -182,7 +182,7 @@ grep_in "deleted our secrets" "$T/out" '"kind":"secret","name":"sandrun_[0-9a-f]
 # ---- killed after the sandbox exists; two janitors at once ----
 $drive "$T/evE" - - "$S" run --json --model-url "$model" "killed late" >/dev/null 2>&1 &
 runner=$!
-for _ in $(seq 600); do grep -q '"type":"sandbox.acquired"' "$T/evE" 2>/dev/null && break; sleep 0.05; done
+wait_grep "$T/evE" '"type":"sandbox.acquired"'
 kill_runner "$runner"
 boxE=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/evE" | head -n 1)
 [ -n "$boxE" ] && [ "$(ours)" = 2 ] && kv | grep -q "^lease\..*\"sandbox\":\"$boxE\"" &&

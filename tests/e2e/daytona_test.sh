@@ -94,7 +94,7 @@ rm -f "$shim_file"
 $drive "$T/ev3" - - "$S" run --json --session "$session" --tools "$T/tools.json" \
 	--model-url "$url" "be slow" >/dev/null 2>&1 &
 runner=$!
-for _ in $(seq 200); do grep -q '"type":"tool.call"' "$T/ev3" 2>/dev/null && break; sleep 0.05; done
+wait_grep "$T/ev3" '"type":"tool.call"'
 curl -s -X POST "$admin/streams/drop" >/dev/null && ok "streams dropped" || fail "streams dropped"
 wait $runner; rc=$?
 [ "$rc" -eq 0 ] && ok "the turn survived the drop" || fail "the turn survived the drop (exit $rc)"

@@ -48,7 +48,7 @@ SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
 	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
 svc=$!
 trap 'kill $svc $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
-for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
+wait_grep "$T/svc.log" "listening on"
 URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
 KEY1=sk-ant-request-one-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 KEY2=sk-ant-request-two-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')

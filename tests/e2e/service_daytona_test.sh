@@ -53,7 +53,7 @@ MODEL=$(field url "$T/model.out")
 export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
 svc=$!
-for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
+wait_grep "$T/svc.log" "listening on"
 grep -q "listening on" "$T/svc.log" && ok "sandrund listens" || { fail "sandrund listens"; cat "$T/svc.log"; finish; exit 1; }
 api() { curl -s -N --unix-socket "$T/sock" "$@"; }
 body() { # body [SESSION]

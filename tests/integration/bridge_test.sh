@@ -26,7 +26,7 @@ serve() {
 	"$S" tools serve --tools "$T/tools.json" --relay-dir "$D" --journal "$J" \
 		--sandbox "$ID" "$@" </dev/null >"$T/ev.$n" 2>"$T/err.$n" &
 	SV=$!
-	for _ in $(seq 200); do grep -q relay.ready "$T/ev.$n" && break; sleep 0.05; done
+	wait_grep "$T/ev.$n" relay.ready
 	grep -q relay.ready "$T/ev.$n" && ok "serve $n is ready" ||
 		{ fail "serve $n is ready"; cat "$T/err.$n"; }
 }
@@ -39,7 +39,7 @@ call() { # call TOOL ARGS: the shim, inside the sandbox
 stop() { kill "$SV"; wait "$SV" 2>/dev/null; SV=; }
 
 serve --shim "$SHIM" --sweep
-for _ in $(seq 100); do grep -q '"relay.bridge.watch","state":"started"' "$T/ev.1" && break; sleep 0.05; done
+wait_grep "$T/ev.1" '"relay.bridge.watch","state":"started"'
 grep_in "the shim's watch runs in the sandbox" "$T/ev.1" '"relay.bridge.watch","state":"started"'
 expect "a call through the bridge" 0 call echo '{"text":"over the bridge"}'
 grep_in "its answer" "$T/out" "over the bridge"
@@ -62,7 +62,7 @@ for p in /proc/[0-9]*; do
 done
 if [ -n "$wpid" ]; then
 	kill -9 "$wpid"
-	for _ in $(seq 100); do grep -q '"state":"lost"' "$T/ev.1" && break; sleep 0.05; done
+	wait_grep "$T/ev.1" '"state":"lost"'
 	grep_in "a lost watch is an event" "$T/ev.1" '"relay.bridge.watch","state":"lost"'
 	expect "a call while the watch is down" 0 call echo '{"text":"listed"}'
 	grep_in "answered" "$T/out" listed
@@ -77,7 +77,7 @@ fi
 # the waiting shim with an error and never runs it again.
 call slow '{"ms":3000}' >"$T/slow.out" 2>&1 &
 CALLER=$!
-for _ in $(seq 200); do grep -q slow "$CB_LOG" && break; sleep 0.05; done
+wait_grep "$CB_LOG" slow
 grep_in "the slow call reached its endpoint" "$CB_LOG" slow
 kill -9 "$SV"; wait "$SV" 2>/dev/null
 ls -a "$D" | grep -q '\.taken$' && ok "the taken request is still there" || fail "the taken request is still there"

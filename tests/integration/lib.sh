@@ -76,6 +76,19 @@ wait_for() {
 	done
 	return 0
 }
+# wait_grep FILE PATTERN: until FILE has a line that matches PATTERN
+# (grep's basic syntax), for up to 30 s; 1 when it never came. A FILE that
+# an earlier step wrote is removed before the background command that
+# writes it anew starts: its shell truncates it only once it runs, and
+# until then the old lines would match (a Ctrl-C sent that early is lost:
+# a background job of sh ignores SIGINT until sandrun handles it).
+wait_grep() {
+	for _ in $(seq 600); do
+		grep -qs -- "$2" "$1" && return 0
+		sleep 0.05
+	done
+	return 1
+}
 
 # ---- tool delivery: a callback server, a tools file, a relay runner ----
 # start_callbacks: starts tests/helpers/callback_server; sets CB_URL, CB_LOG.

@@ -35,7 +35,7 @@ node "$s3rver" -d "$T/s3" -a 127.0.0.1 -p 0 --no-vhost-buckets --configure-bucke
 	>"$T/s3.log" 2>&1 &
 S3_PID=$!
 # (Up to 30 s: node starts slowly on a loaded machine.)
-for _ in $(seq 600); do grep -q "listening on" "$T/s3.log" && break; sleep 0.05; done
+wait_grep "$T/s3.log" "listening on"
 S3_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/s3.log" | head -n 1)
 [ -n "$S3_PORT" ] && ok "s3rver runs" || { fail "s3rver runs"; cat "$T/s3.log"; finish; exit 1; }
 
@@ -99,7 +99,7 @@ sleep 3'
 "$S" run --json --mount s3://work/run1:data --mount s3://other/deep/prefix:other/two "sh:$script" \
 	>"$T/t1" 2>"$T/t1.err" &
 RUN_PID=$!
-for _ in $(seq 200); do grep -q agent.prompt_sent "$T/t1" && break; sleep 0.05; done
+wait_grep "$T/t1" agent.prompt_sent
 sleep 1
 # While mounted: the token is in no process's argv, and is in s3fs's
 # environment (it came the way it should).
@@ -169,10 +169,11 @@ printf '%s\n' "svc-$TOKEN" >"$T/svc-tokens"
 chmod 600 "$T/svc-tokens"
 # start_sandrund LOG: sandrund on a port of its own; sets SVC_PID, SVC_URL.
 start_sandrund() {
+	rm -f "$1"
 	SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/svc-tokens" \
 		"$SANDRUN_BUILDDIR/sandrund" >"$1" 2>&1 &
 	SVC_PID=$!
-	for _ in $(seq 200); do grep -q "listening on" "$1" && break; sleep 0.05; done
+	wait_grep "$1" "listening on"
 	SVC_URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$1")
 }
 svc_run() { "$S" run --server "$SVC_URL" --token-file "$T/svc-tokens" --json "$@"; }
@@ -242,10 +243,11 @@ find "$boxes" -name 'mount-*.env' | grep -q . && fail "  no credentials file is 
 [ "$(mounts_left)" -eq 0 ] && ok "  nothing stays mounted" || fail "  nothing stays mounted"
 printf '#!/bin/sh\nexec sleep 30\n' >"$T/creds-slow.sh"
 chmod +x "$T/creds-slow.sh"
+rm -f "$T/out"
 SANDRUN_MOUNT_CREDENTIALS_COMMAND="$T/creds-slow.sh" "$S" run --json --mount s3://work/p:data ok \
 	>"$T/out" 2>"$T/err" &
 RUN_PID=$!
-for _ in $(seq 200); do grep -q endpoint.resolved "$T/out" && break; sleep 0.05; done
+wait_grep "$T/out" endpoint.resolved
 sleep 0.3
 start=$(date +%s)
 kill -INT $RUN_PID
@@ -260,11 +262,12 @@ rc=$?
 node -e 'const s = require("http").createServer((q, r) => { if (q.url === "/") r.end("ok"); });
 	s.listen(0, "127.0.0.1", () => console.log("port " + s.address().port))' >"$T/hang.out" &
 HANG_PID=$!
-for _ in $(seq 600); do grep -q port "$T/hang.out" && break; sleep 0.05; done
+wait_grep "$T/hang.out" port
+rm -f "$T/out"
 SANDRUN_ENDPOINT_S3_URL="http://127.0.0.1:$(sed -n 's/port //p' "$T/hang.out")" \
 	"$S" run --json --mount s3://work/p:data ok >"$T/out" 2>"$T/err" &
 RUN_PID=$!
-for _ in $(seq 200); do grep -q mount.mounting "$T/out" && break; sleep 0.05; done
+wait_grep "$T/out" mount.mounting
 sleep 1
 grep -q mount.mounting "$T/out" && ! grep -q '"mount.ready"\|run.failed' "$T/out" &&
 	ok "a mount waiting on a store that does not answer" ||

@@ -79,9 +79,10 @@ grep_in "../ escape refused" "$T/out" "meta.json' is outside the workspace"
 grep_in "writing outside refused" "$T/out" "sandrun-fake-acp-outside.txt' is outside the workspace"
 test ! -e /tmp/sandrun-fake-acp-outside.txt && ok "nothing written outside" || fail "nothing written outside"
 grep_in "writing inside works" "$T/out" '\\"write_inside\\":{\\"result\\":null}'
+rm -f "$T/out"
 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=cancel "$S" run --json go >"$T/out" 2>"$T/err" &
 pid=$!
-for _ in $(seq 100); do grep -q agent.message "$T/out" && break; sleep 0.05; done
+wait_grep "$T/out" agent.message
 kill -INT "$pid"
 wait "$pid"
 rc=$?
@@ -104,7 +105,7 @@ ses=$(sed -n 's/.*"type":"run.finished".*"session":"\([^"]*\)".*/\1/p' "$T/out" 
 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt "$S" run --json --session "$ses" slow:2500 \
 	>"$T/slow.out" 2>"$T/slow.err" &
 slow=$!
-for _ in $(seq 100); do grep -q '"text":"working..."' "$T/slow.out" && break; sleep 0.05; done
+wait_grep "$T/slow.out" '"text":"working..."'
 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "a turn at once on the session" 0 \
 	"$S" run --json --session "$ses" ok
 wait $slow
@@ -132,10 +133,11 @@ grep_in "  after bounded retries, each an event" "$T/out" '"type":"endpoint.retr
 [ "$(count)" = "$before" ] && ok "  and its sandbox is removed" || fail "  and its sandbox is removed ($(count) vs $before)"
 # Ctrl-C while an endpoint is being retried: the resolution is cancelled
 # and the run ends at once, as a cancelled turn.
+rm -f "$T/out"
 SANDRUN_ENDPOINT_DOWN_URL=http://127.0.0.1:1 SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt \
 	"$S" run --json --endpoint down ok >"$T/out" 2>"$T/err" &
 pid=$!
-for _ in $(seq 100); do grep -q endpoint.retry "$T/out" && break; sleep 0.05; done
+wait_grep "$T/out" endpoint.retry
 t0=$(date +%s%N)
 kill -INT "$pid"
 wait "$pid"

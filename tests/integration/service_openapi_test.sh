@@ -20,7 +20,7 @@ SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" SANDR
 	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
 pid=$!
 trap 'kill -9 $pid 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 200); do grep -q "listening on" "$T/svc.log" && break; sleep 0.05; done
+wait_grep "$T/svc.log" "listening on"
 URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
 [ -n "$URL" ] || { cat "$T/svc.log"; exit 1; }
 SANDRUN_NPM_DIR=$npm_dir node "$SANDRUN_SRCDIR/tests/peers/openapi_check.mjs" \

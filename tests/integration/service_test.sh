@@ -28,11 +28,12 @@ SVC_ARGS=
 start_svc() {
 	name=$1
 	shift
+	rm -f "$T/$name.log"
 	# shellcheck disable=SC2086
 	env "$@" "$D" $SVC_ARGS >"$T/$name.log" 2>&1 &
 	SVC_PID=$!
 	PIDS="$PIDS $SVC_PID"
-	for _ in $(seq 200); do grep -q "listening on" "$T/$name.log" && break; sleep 0.05; done
+	wait_grep "$T/$name.log" "listening on"
 	URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/$name.log")
 }
 # api METHOD PATH [BODY]: CODE, the body in $T/body, headers in $T/headers.
@@ -336,7 +337,7 @@ SB=$(get "$T/body" sandbox)
 # and the next turn starts a new one.
 api POST /v1/runs '{"prompt":"exit_after"}'
 SX=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
-for _ in $(seq 100); do grep -q "session $SX: the warm agent exited" "$T/svc.log" && break; sleep 0.05; done
+wait_grep "$T/svc.log" "session $SX: the warm agent exited"
 grep_in "an agent that exits while warm is noticed" "$T/svc.log" "session $SX: the warm agent exited"
 api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SX\"}"
 grep_in "... its sandbox is still warm" "$T/body" '"how":"warm"'
@@ -536,11 +537,6 @@ wait "$SVC_PID"
 [ ! -e "$T/sandrund.sock" ] && ok "the socket is removed at the stop" || fail "the socket is removed at the stop"
 
 # ------------------------------------------------------ SIGHUP: reload
-# wait_log FILE PATTERN: until the log says it (5 s).
-wait_log() {
-	for _ in $(seq 100); do grep -q -- "$2" "$1" && return 0; sleep 0.05; done
-	return 1
-}
 TOKEN2=tok-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s\n' "$TOKEN2" >"$T/tokens2"
 printf '[service]\nlisten = 127.0.0.1:0\ntokens_file = %s\ndrain_timeout = 30\n' "$T/tokens" >"$T/hup.conf"
@@ -552,7 +548,7 @@ CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
 code "before SIGHUP: the first token is taken" 200
 printf '[service]\nlisten = 127.0.0.1:0\ntokens_file = %s\nmax_runs = 0\n' "$T/tokens2" >"$T/hup.conf"
 kill -HUP "$HUP_PID"
-wait_log "$T/hup.log" "not reloaded" && ok "SIGHUP with a bad value: not reloaded" ||
+wait_grep "$T/hup.log" "not reloaded" && ok "SIGHUP with a bad value: not reloaded" ||
 	fail "SIGHUP with a bad value: not reloaded"
 grep_in "... the bad value named" "$T/hup.log" "hup.conf:4: \[service\] key 'max_runs'"
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
@@ -560,7 +556,7 @@ code "... and the first token still taken" 200
 printf '[service]\nlisten = 127.0.0.1:1\ntokens_file = %s\ndrain_timeout = 30\n[provider.local]\nenv_allow = X\n' \
 	"$T/tokens2" >"$T/hup.conf"
 kill -HUP "$HUP_PID"
-wait_log "$T/hup.log" "reloaded: new runs use it" && ok "SIGHUP: reloaded" || fail "SIGHUP: reloaded"
+wait_grep "$T/hup.log" "reloaded: new runs use it" && ok "SIGHUP: reloaded" || fail "SIGHUP: reloaded"
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" "$URL/metrics")
 code "after SIGHUP: the old token is refused" 401
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
@@ -575,7 +571,7 @@ curl -s -N -H "$AUTH" "$URL/v1/runs/$RUN/events" >"$T/follow" 2>/dev/null &
 follow=$!
 wait_event "$RUN" '"text":"working..."' || fail "the drained run started"
 kill -TERM "$HUP_PID"
-wait_log "$T/hup.log" "may finish within 30 s" && ok "SIGTERM: the drain is logged" ||
+wait_grep "$T/hup.log" "may finish within 30 s" && ok "SIGTERM: the drain is logged" ||
 	fail "SIGTERM: the drain is logged"
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "$AUTH" --data '{"prompt":"ok"}' "$URL/v1/runs")
 [ "$CODE" = 000 ] || [ "$CODE" = 503 ] && ok "SIGTERM: no new run while draining" ||
@@ -601,7 +597,7 @@ cmp -s "$T/ev" "$T/follow" && ok "after a restart: its events replay, the same l
 start_run '{"prompt":"slow:30000"}'
 wait_event "$RUN" '"text":"working..."' || fail "the run started"
 kill -TERM "$SVC_PID"
-wait_log "$T/twice.log" "may finish within 60 s" || fail "the default drain_timeout is 60 s"
+wait_grep "$T/twice.log" "may finish within 60 s" || fail "the default drain_timeout is 60 s"
 t0=$(date +%s)
 kill -TERM "$SVC_PID"
 wait "$SVC_PID"
@@ -615,7 +611,7 @@ start_svc crash SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="
 # a sandbox kept warm (running) when the service is killed
 api POST /v1/runs '{"prompt":"ok"}'
 WARMBOX=$(box_in "$T/body")
-wait_log "$T/crash.log" "sandbox $WARMBOX.* kept running" || fail "a sandbox kept warm ($WARMBOX)"
+wait_grep "$T/crash.log" "sandbox $WARMBOX.* kept running" || fail "a sandbox kept warm ($WARMBOX)"
 start_run '{"prompt":"slow:20000"}'
 wait_event "$RUN" '"text":"working..."' || fail "the run started"
 sleep 0.3 # its events written
@@ -666,12 +662,12 @@ api POST /v1/runs '{"prompt":"ok"}'
 SA=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
 api POST /v1/runs '{"prompt":"ok"}'
 SBB=$(box_in "$T/body")
-wait_log "$T/cool.log" "the warm pool is full for provider local (max_warm 1)" &&
+wait_grep "$T/cool.log" "the warm pool is full for provider local (max_warm 1)" &&
 	ok "max_warm is strict: the second sandbox is parked stopped" ||
 	fail "max_warm is strict: the second sandbox is parked stopped"
 grep -q '"state": *"parked-stopped"' "$boxes/$SBB/meta.json" && ok "... it is stopped" ||
 	fail "... it is stopped ($(cat "$boxes/$SBB/meta.json"))"
-wait_log "$T/cool.log" "session $SA: sandbox [^ ]* parked stopped (expired)" &&
+wait_grep "$T/cool.log" "session $SA: sandbox [^ ]* parked stopped (expired)" &&
 	ok "after warm_live the first is parked stopped" || fail "after warm_live the first is parked stopped"
 api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SA\"}"
 grep_in "its next turn reconnects it through the provider" "$T/body" '"how":"reconnected"'

@@ -78,7 +78,7 @@ for _ in $(seq 100); do flock -n "$RELAY/.spare/held" true 2>/dev/null || break;
 longtext=$(printf 'x%.0s' $(seq 2000))
 rm -f "$T/mcp.out"
 { echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":\"$longtext\"}}}"
-  for _ in $(seq 50); do grep -q '"id":1,' "$T/mcp.out" 2>/dev/null && break; sleep 0.1; done
+  wait_grep "$T/mcp.out" '"id":1,'
   sleep 0.1; ls "$RELAY/.spare" >"$T/spare.ls"
   echo '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"short"}}}'
   sleep 0.5; } | mcp
@@ -95,7 +95,7 @@ test "$(ls "$RELAY/.spare")" = "held" && ok "spare: dropped at exit" ||
 # file left as it is.
 rm -f "$T/mcp.out" "$T/moved"
 { echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"one"}}}'
-  for _ in $(seq 50); do grep -q '"id":1,' "$T/mcp.out" 2>/dev/null && break; sleep 0.1; done
+  wait_grep "$T/mcp.out" '"id":1,'
   sleep 0.1
   for f in "$RELAY"/.spare/*; do
 	[ "${f##*/}" = held ] && continue

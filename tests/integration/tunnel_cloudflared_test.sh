@@ -102,7 +102,7 @@ export SANDRUN_RUNNER_HARNESSES=claude SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=
 	SANDRUN_HARNESS_CLAUDE_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
 "$SANDRUN_BIN" -c "$T/run.conf" run --json --endpoint s3 slow:3000 >"$T/run1" 2>"$T/run1.err" &
 RUN_PID=$!
-for _ in $(seq 200); do grep -q agent.prompt_sent "$T/run1" && break; sleep 0.05; done
+wait_grep "$T/run1" agent.prompt_sent
 pid=$(running | cut -d/ -f3)
 [ -n "$pid" ] && kill -9 "$pid" && ok "the run's cloudflared is killed mid-turn" ||
 	fail "the run's cloudflared is killed mid-turn"
