@@ -302,6 +302,7 @@ static int run_serve(serve *s, const char *relay_dir, const char *journal,
 	o.guard = &s->guard;
 	o.ask_policy = ask_policy;
 	o.max_per_endpoint = s->ctx.rc.callback_concurrency;
+	o.cpu_latency_device = s->ctx.rc.tool_latency_low ? SR__CPU_LATENCY_DEVICE : NULL;
 	o.event = print_event;
 	o.ud = s;
 	if (sr__relay_new(&s->ctx, &o, &s->relay, err, sizeof(err)) != SR_OK) {

@@ -37,7 +37,7 @@ struct sr__config {
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
 	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport",
-	"remote_harness_dir", "credential_isolation", "ca_file", NULL
+	"remote_harness_dir", "credential_isolation", "ca_file", "tool_latency", NULL
 };
 
 static const char *const secrets_keys[] = { "allow_hosts", NULL };
@@ -454,6 +454,11 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
 		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
 			"a comma-separated list of exact host names or addresses (no wildcards)");
+	v = sr__config_get(c, "runner", "tool_latency");
+	rc->tool_latency_low = v && strcmp(v, "low") == 0;
+	if (v && !rc->tool_latency_low && strcmp(v, "normal") != 0)
+		return sr__config_invalid(c, "runner", "tool_latency",
+			"normal (the default) or low");
 	v = sr__config_get(c, "runner", "credential_isolation");
 	rc->credential_isolation = 0; /* preferred */
 	if (v && strcmp(v, "required") == 0)

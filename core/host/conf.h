@@ -58,6 +58,7 @@ typedef struct sr__runner_conf {
 	int log_level;
 	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
 	unsigned callback_concurrency; /* tool callbacks at once per host:port */
+	int tool_latency_low;   /* tool_latency = low: hold a CPU latency request */
 	const char *id;         /* NULL: made once, kept in STATE_DIR/runner-id */
 	int relay_via_provider; /* relay_transport = provider */
 	const char *remote_harness_dir; /* adapters in a remote sandbox */

@@ -255,6 +255,7 @@ int sr__run_new_relay(sr__run *r, const char *dir, const char *journal)
 	o.guard = &r->guard;
 	o.ask_policy = r->o.ask_policy;
 	o.max_per_endpoint = r->ctx->rc.callback_concurrency;
+	o.cpu_latency_device = r->ctx->rc.tool_latency_low ? SR__CPU_LATENCY_DEVICE : NULL;
 	o.event = sr__run_on_relay_event;
 	o.ud = r;
 	if (sr__relay_new(r->ctx, &o, &r->relay, err, sizeof(err)) != SR_OK) {

@@ -98,6 +98,12 @@ struct sr__relay {
 	int no_spare;            /* O_TMPFILE or /proc unusable here */
 	int no_move;             /* claims cannot be taken by rename here */
 	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
+	/* The CPU latency request (see cpu_hold): the device, its open fd
+	 * while held or -1, the timer that lets it go, whether it failed. */
+	char *cpu_device;
+	int cpu_fd;
+	uv_timer_t *cpu_linger;
+	int cpu_failed;
 	call *calls;
 };
 
@@ -489,6 +495,63 @@ static void on_ask_timer_closed(uv_handle_t *h)
 	free(h);
 }
 
+/* ------------------------------------------------ CPU latency request */
+
+/* While calls are in flight (and SR__RELAY_CPU_LINGER_MS after), hold a
+ * PM QoS request for zero CPU wakeup latency: idle CPUs poll rather than
+ * halt, so the wakeups of a call (shim, runner, endpoint and back) cost
+ * no interrupt and, in a virtual machine, no exit to the host. Held as
+ * long as the device stays open; a device that cannot be opened (it is
+ * root's) is said once, and calls go on without. */
+static void cpu_let_go(sr__relay *r)
+{
+	if (r->cpu_fd >= 0) {
+		close(r->cpu_fd);
+		r->cpu_fd = -1;
+	}
+}
+
+static void on_cpu_linger(uv_timer_t *t)
+{
+	cpu_let_go(t->data);
+}
+
+static void cpu_hold(sr__relay *r)
+{
+	int32_t zero = 0;
+
+	if (!r->cpu_device || r->cpu_failed)
+		return;
+	if (r->cpu_linger)
+		uv_timer_stop(r->cpu_linger);
+	if (r->cpu_fd >= 0)
+		return;
+	r->cpu_fd = open(r->cpu_device, O_WRONLY | O_CLOEXEC);
+	if (r->cpu_fd >= 0 && write(r->cpu_fd, &zero, sizeof(zero)) == (ssize_t)sizeof(zero))
+		return;
+	sr__log(SR_LOG_WARN, "relay", "cannot request low CPU latency through %s (%s): "
+		"tool calls go on without it", r->cpu_device, strerror(errno));
+	r->cpu_failed = 1;
+	cpu_let_go(r);
+}
+
+/* A call ended: with none left, let the request go after the linger. */
+static void cpu_release(sr__relay *r)
+{
+	if (r->cpu_fd < 0 || r->calls || r->closing)
+		return;
+	if (!r->cpu_linger) {
+		r->cpu_linger = malloc(sizeof(*r->cpu_linger));
+		if (!r->cpu_linger) {
+			cpu_let_go(r);
+			return;
+		}
+		uv_timer_init(r->ctx->loop, r->cpu_linger);
+		r->cpu_linger->data = r;
+	}
+	uv_timer_start(r->cpu_linger, on_cpu_linger, SR__RELAY_CPU_LINGER_MS, 0);
+}
+
 /* ---------------------------------------------------------- endpoints */
 
 /* "scheme://host:port" of url, the host in lower case. */
@@ -596,6 +659,7 @@ static void call_free(call *c)
 	json_decref(c->response);
 	json_decref(c->args);
 	free(c->tool_name);
+	cpu_release(c->r); /* unlinked already */
 	free(c);
 }
 
@@ -1069,6 +1133,7 @@ static call *call_new(sr__relay *r, const char *id, size_t id_len)
 	stamp(c, RT_PICKED);
 	c->next = r->calls;
 	r->calls = c;
+	cpu_hold(r);
 	return c;
 }
 
@@ -1372,6 +1437,14 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->ctx = ctx;
 	r->dir = strdup(o->dir);
 	r->journal = strdup(o->journal);
+	r->cpu_device = o->cpu_latency_device ? strdup(o->cpu_latency_device) : NULL;
+	if (!r->dir || !r->journal || (o->cpu_latency_device && !r->cpu_device)) {
+		free(r->dir);
+		free(r->journal);
+		free(r->cpu_device);
+		free(r);
+		return SR_ENOMEM;
+	}
 	r->tools = o->tools;
 	r->guard = o->guard;
 	r->ask_policy = o->ask_policy;
@@ -1386,6 +1459,7 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->trace_fd = sr_timing_open();
 	r->spare_fd = -1;
 	r->watch_fd = -1;
+	r->cpu_fd = -1;
 	make_anchor(r);
 	*out = r;
 	return SR_OK;
@@ -1575,6 +1649,7 @@ static void destroy(sr__relay *r)
 		close(r->watch_fd); /* after its poll handle is closed */
 	free(r->dir);
 	free(r->journal);
+	free(r->cpu_device);
 	free(r);
 }
 
@@ -1606,6 +1681,12 @@ void sr__relay_free(sr__relay *r)
 		call_free(c);
 	}
 	drop_spare(r);
+	cpu_let_go(r);
+	if (r->cpu_linger) {
+		uv_timer_stop(r->cpu_linger);
+		uv_close((uv_handle_t *)r->cpu_linger, on_ask_timer_closed);
+		r->cpu_linger = NULL;
+	}
 	if (r->open_handles == 0) {
 		destroy(r);
 		return;

@@ -10,6 +10,12 @@
 
 typedef struct sr__relay sr__relay;
 
+/* How long the CPU latency request outlives the last call in flight: the
+ * next call of a burst finds the CPUs still polling. */
+#define SR__RELAY_CPU_LINGER_MS 50
+/* Linux's PM QoS CPU latency request (writable by root). */
+#define SR__CPU_LATENCY_DEVICE "/dev/cpu_dma_latency"
+
 enum sr__ask_policy {
 	SR_ASK_WAIT = 0,    /* emit permission.request, wait for an answer */
 	SR_ASK_APPROVE = 1, /* answer every ask with allow */
@@ -26,6 +32,10 @@ typedef struct sr__relay_opts {
 	uint64_t poll_ms;         /* safety poll; 0: 2000 */
 	unsigned publish_attempts; /* writing a response; 0: 10 */
 	unsigned max_per_endpoint; /* callbacks at once per host:port; 0: 16 */
+	/* A PM QoS CPU latency device (/dev/cpu_dma_latency) on which to
+	 * request zero wakeup latency while calls are in flight and for
+	 * SR__RELAY_CPU_LINGER_MS after the last; NULL: never. */
+	const char *cpu_latency_device;
 	/* Every event (tool.call, tool.result, permission.request, ...),
 	 * borrowed for the call. */
 	void (*event)(void *ud, json_t *event);

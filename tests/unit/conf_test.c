@@ -285,6 +285,32 @@ Test(conf, credential_isolation_and_secrets_allow_hosts_are_checked)
 	sr__config_free(c);
 }
 
+Test(conf, tool_latency_is_normal_or_low)
+{
+	sr__config *c = sr__config_new();
+	sr__runner_conf rc;
+	const char *p = t_write(dir, "l.conf", "[runner]\n");
+
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK);
+	cr_assert_eq(rc.tool_latency_low, 0, "the default is normal");
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "m.conf", "[runner]\ntool_latency = low\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_OK, "%s", t_log_text());
+	cr_assert_eq(rc.tool_latency_low, 1);
+	cr_assert_null(strstr(t_log_text(), "unknown"), "%s", t_log_text());
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "n.conf", "[runner]\ntool_latency = fast\n");
+	cr_assert_eq(sr__config_load(c, p), SR_OK);
+	cr_assert_eq(sr__config_runner(c, &rc), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "n.conf:2: [runner] key 'tool_latency': invalid value 'fast'"),
+		  "%s", t_log_text());
+	sr__config_free(c);
+}
+
 Test(conf, store_url_takes_postgresql_and_never_echoes_a_bad_one)
 {
 	sr__config *c = sr__config_new();

@@ -827,7 +827,9 @@ Test(relay, a_response_that_is_never_written_is_reported_not_dropped)
 	cr_assert_eq(sr__relay_in_flight(relay), 0);
 }
 
-static void start_relay_capped(unsigned cap)
+/* A relay with a cap of callbacks per endpoint (0: the default) and a CPU
+ * latency device (NULL: none). */
+static void start_relay_with(unsigned cap, const char *cpu_device)
 {
 	sr__relay_opts o = { 0 };
 	char err[300];
@@ -838,6 +840,7 @@ static void start_relay_capped(unsigned cap)
 	o.guard = &guard;
 	o.poll_ms = 200;
 	o.max_per_endpoint = cap;
+	o.cpu_latency_device = cpu_device;
 	o.event = on_event;
 	cr_assert_eq(sr__relay_new(&ctx, &o, &relay, err, sizeof(err)), SR_OK, "%s", err);
 	cr_assert_eq(sr__relay_start(relay), SR_OK);
@@ -855,7 +858,7 @@ Test(relay, calls_beyond_the_endpoint_cap_wait_for_a_free_slot)
 		 "\"callback\":{\"url\":\"%s\"}}", url);
 	sr__tools_free(tools);
 	load_tools(extra);
-	start_relay_capped(1);
+	start_relay_with(1, NULL);
 	request("q1", "slower", "{\"ms\":3000}");
 	for (int waited = 0; t_count_lines(calls_log) < 1 && waited < 10000; waited += 10)
 		run_for(10);
@@ -887,7 +890,7 @@ Test(relay, a_waiting_call_keeps_its_own_timeout)
 		 "\"callback\":{\"url\":\"%s\",\"timeout_ms\":3000}}", url);
 	sr__tools_free(tools);
 	load_tools(extra);
-	start_relay_capped(1);
+	start_relay_with(1, NULL);
 	request("q3", "slowq", "{\"ms\":4000}");
 	/* q3 holds the one slot before q4 comes (however slow this runs). */
 	for (int waited = 0; t_count_lines(calls_log) < 1 && waited < 10000; waited += 10)
@@ -1042,4 +1045,102 @@ Test(relay, a_request_with_another_link_is_never_overwritten)
 	cr_assert(strstr(buf, "\"id\":\"r2\"") && strstr(buf, "\"tool\":\"echo\""),
 		  "the other link was written: %s", buf);
 	cr_assert_eq(count_files(journal, ".claim"), 0, "its claim was left behind");
+}
+
+/* Whether this process has path open (the CPU latency request is held as
+ * long as its device stays open). */
+static int is_open(const char *path)
+{
+	char link[64], target[4400];
+	int found = 0;
+
+	for (int fd = 0; fd < 1024 && !found; fd++) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0) {
+			target[n] = 0;
+			found = strcmp(target, path) == 0;
+		}
+	}
+	return found;
+}
+
+/* tool_latency = low: a request for zero CPU wakeup latency (a binary 0
+ * written to the device) is held while calls run, kept while any is in
+ * flight, let go once the linger after the last has passed, and taken
+ * again by a later call. */
+static void wait_callbacks(int n)
+{
+	for (int waited = 0; t_count_lines(calls_log) < n && waited < 10000; waited += 10)
+		run_for(10);
+	cr_assert_eq(t_count_lines(calls_log), n, "callback %d never reached its endpoint", n);
+}
+
+Test(relay, a_low_latency_relay_holds_its_cpu_request_while_calls_run)
+{
+	char device[4400], extra[600];
+	int32_t v = -1;
+	FILE *f;
+	json_t *res;
+
+	snprintf(device, sizeof(device), "%s/cpu_dma_latency", dir);
+	f = fopen(device, "w");
+	cr_assert(f && fclose(f) == 0);
+	snprintf(extra, sizeof(extra),
+		 ",{\"name\":\"slower\",\"permission\":\"allow\","
+		 "\"callback\":{\"url\":\"%s\"}}", url);
+	sr__tools_free(tools);
+	load_tools(extra);
+	start_relay_with(0, device);
+	cr_assert_not(is_open(device), "held before any call");
+	/* l1 runs for 3 s: however slow this runs (valgrind), l2 comes and
+	 * goes meanwhile. */
+	request("l1", "slower", "{\"ms\":3000}");
+	wait_callbacks(1);
+	cr_assert(is_open(device), "not held while a call runs");
+	f = fopen(device, "r");
+	cr_assert(f && fread(&v, sizeof(v), 1, f) == 1 && v == 0, "no binary 0 written");
+	fclose(f);
+	request("l2", "echo", "{\"text\":\"meanwhile\"}");
+	res = response("l2");
+	cr_assert_str_eq(first_text(res), "meanwhile");
+	json_decref(res);
+	cr_assert_not(exists("l1.res"), "l1 ended before l2: this proves nothing");
+	cr_assert(is_open(device), "let go while l1 is still in flight");
+	res = response("l1");
+	cr_assert_str_eq(status(res), "ok");
+	json_decref(res);
+	run_for(SR__RELAY_CPU_LINGER_MS + 300);
+	cr_assert_not(is_open(device), "still held after the linger");
+	request("l3", "slower", "{\"ms\":1000}");
+	wait_callbacks(3);
+	cr_assert(is_open(device), "not taken again by a later call");
+	json_decref(response("l3"));
+}
+
+/* A device that cannot be opened (not root) is said once; calls go on. */
+Test(relay, a_cpu_request_that_cannot_be_made_does_not_stop_calls)
+{
+	char device[4400];
+	json_t *res;
+
+	snprintf(device, sizeof(device), "%s/no-such-dir/cpu_dma_latency", dir);
+	start_relay_with(0, device);
+	request("m1", "echo", "{\"text\":\"one\"}");
+	res = response("m1");
+	cr_assert_str_eq(first_text(res), "one");
+	json_decref(res);
+	request("m2", "echo", "{\"text\":\"two\"}");
+	res = response("m2");
+	cr_assert_str_eq(first_text(res), "two");
+	json_decref(res);
+	{
+		const char *log = t_log_text(), *first = strstr(log, "cannot request low CPU latency");
+
+		cr_assert(first, "the failure is not said: %s", log);
+		cr_assert_null(strstr(first + 1, "cannot request low CPU latency"),
+			       "the failure is said more than once");
+	}
 }
