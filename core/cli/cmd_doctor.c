@@ -18,6 +18,7 @@
 #include "core/plugins/provider.h"
 #include "core/run/creds.h"
 #include "core/host/status.h"
+#include "core/tools/relay.h"
 
 static int failures;
 
@@ -233,6 +234,15 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 		line("FAIL", "state directory", detail);
 	}
 	check_store(state);
+	if (ctx.rc.tool_latency_low) {
+		/* Without the device, calls run at normal latency (a warning). */
+		int w = access(SR__CPU_LATENCY_DEVICE, W_OK) == 0;
+
+		snprintf(detail, sizeof(detail), w ? "low: %s is writable" :
+			 "low, but %s is not writable (root's): tool calls run at normal latency",
+			 SR__CPU_LATENCY_DEVICE);
+		line(w ? "ok" : "warn", "tool latency", detail);
+	}
 	check_plugin(&ctx, SR_PLUGIN_PROVIDER, ctx.rc.provider);
 	check_credentials(&ctx);
 	if (ctx.rc.tunnel)

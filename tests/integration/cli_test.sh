@@ -40,6 +40,16 @@ grep_in "the failure is named" "$T/err" "create: "
 
 expect "doctor passes" 0 "$S" doctor
 grep_in "doctor checks the provider" "$T/out" "\[ok  \] provider local"
+grep -q "tool latency" "$T/out" && fail "doctor says nothing of tool_latency = normal" ||
+	ok "doctor says nothing of tool_latency = normal"
+SANDRUN_RUNNER_TOOL_LATENCY=low expect "doctor passes with tool_latency = low" 0 "$S" doctor
+if [ -w /dev/cpu_dma_latency ]; then
+	grep_in "doctor: the CPU latency device can be written" "$T/out" \
+		"\[ok  \] tool latency  *low: /dev/cpu_dma_latency is writable"
+else
+	grep_in "doctor: the CPU latency device cannot be written" "$T/out" \
+		"\[warn\] tool latency  *low, but /dev/cpu_dma_latency is not writable"
+fi
 SANDRUN_RUNNER_PROVIDER=nosuch expect "doctor fails on a missing provider" 1 "$S" doctor
 grep_in "doctor names it" "$T/out" "no provider plugin 'nosuch'"
 
