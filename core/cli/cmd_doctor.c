@@ -49,6 +49,41 @@ static int node_ok(sr__ctx *ctx, sr__plugin *p, char *detail, size_t n)
 	return ok;
 }
 
+/* The credentials a harness hands its adapter (the names it declares),
+ * and which of them are set here. */
+static void check_harness_credentials(sr__plugin *p)
+{
+	json_t *desc = sr__harness_describe(p), *v;
+	char what[64], detail[1024];
+	size_t i, n = 0, set = 0;
+	int off = 0;
+
+	snprintf(what, sizeof(what), "harness %s keys", p->desc->name);
+	json_array_foreach(json_object_get(desc, "credential_env"), i, v) {
+		const char *name = json_string_value(v), *value = name ? getenv(name) : NULL;
+		int is_set = value && *value;
+		if (!name)
+			continue;
+		n++;
+		set += is_set;
+		if (off < (int)sizeof(detail))
+			off += snprintf(detail + off, sizeof(detail) - off, "%s%s (%s)", n > 1 ? ", " : "",
+					name, is_set ? "set" : "not set");
+	}
+	json_decref(desc);
+	if (!n)
+		return;
+	if (set) {
+		line("ok", what, detail);
+		return;
+	}
+	if (off < (int)sizeof(detail))
+		snprintf(detail + off, sizeof(detail) - off,
+			 ": none set, so the agent's model calls carry no key (sandrund takes them "
+			 "per request)");
+	line("warn", what, detail);
+}
+
 /* Start a plugin and run its doctor op, if any. */
 static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 {
@@ -104,6 +139,8 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 			 kind == SR_PLUGIN_HARNESS ? detail : "");
 		line("ok", what, full);
 	}
+	if (kind == SR_PLUGIN_HARNESS)
+		check_harness_credentials(p);
 	json_decref(j);
 	sr__wait_clear(&w);
 }
@@ -200,6 +237,7 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 			printf("Usage: sandrun doctor\n\n"
 			       "Check that the configuration parses, the plugins load, and the\n"
 			       "configured provider, tunnel and harnesses are usable here; show the\n"
+			       "credentials each harness passes its agent (and which are set), the\n"
 			       "credential isolation policy, the exceptions to the exact host rule\n"
 			       "([secrets] allow_hosts), the store ([store] url: connected and\n"
 			       "migrated) and the provider's pending cleanups. Prints one\n"

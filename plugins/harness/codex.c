@@ -45,6 +45,20 @@ static int x_describe(void *self, char **out)
 		"node", node), out);
 }
 
+/* The provider's key for the run's endpoint: codex sends the value of the
+ * variable named by env_key as the bearer token (ModelProviderInfo's
+ * env_key in codex-rs/core/src/model_provider_info.rs; a provider without
+ * it sends no Authorization header). Every name the harness declares is
+ * tried, OPENAI_API_KEY first. */
+static const char *env_key(json_t *run)
+{
+	if (sr_harness_has_credential(run, "OPENAI_API_KEY"))
+		return "env_key = \"OPENAI_API_KEY\"";
+	if (sr_harness_has_credential(run, "CODEX_API_KEY"))
+		return "env_key = \"CODEX_API_KEY\"";
+	return "requires_openai_auth = false";
+}
+
 static int x_prepare(void *self, uint64_t req, const char *run_json,
 		     sr_done_fn done, void *ud)
 {
@@ -79,8 +93,7 @@ static int x_prepare(void *self, uint64_t req, const char *run_json,
 			 "%s\n",
 			 c->model, model,
 			 strstr(model, "/v1") ? "" : "/v1",
-			 sr_harness_has_credential(run, "OPENAI_API_KEY") ? "env_key = \"OPENAI_API_KEY\"" :
-						    "requires_openai_auth = false");
+			 env_key(run));
 	} else {
 		snprintf(toml, sizeof(toml), "# Written by sandrun for this sandbox.\nmodel = \"%s\"\n",
 			 c->model);

@@ -44,6 +44,27 @@ static int p_describe(void *self, char **out)
 		"node", node), out);
 }
 
+/* models.json's apiKey for the run's endpoint. Pi reads an environment
+ * variable only when the value is its bare name, and sends any other value
+ * as written ("$OPENAI_API_KEY" would be sent as that text):
+ * resolveConfigValue() in pi-coding-agent's dist/core/resolve-config-value.js
+ * (0.73.1) returns process.env[config] || config. So: the name of the
+ * credential the run has, the one of the endpoint's wire API first. */
+static const char *api_key(const pi *p, json_t *run)
+{
+	int anthropic = strcmp(p->api, "anthropic-messages") == 0;
+	const char *first = anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
+	const char *second = anthropic ? "OPENAI_API_KEY" : "ANTHROPIC_API_KEY";
+
+	if (sr_harness_has_credential(run, first))
+		return first;
+	if (sr_harness_has_credential(run, second))
+		return second;
+	/* No credential: a literal Pi sends as it is (an endpoint that
+	 * wants no key). */
+	return "none";
+}
+
 static int p_prepare(void *self, uint64_t req, const char *run_json,
 		     sr_done_fn done, void *ud)
 {
@@ -64,8 +85,7 @@ static int p_prepare(void *self, uint64_t req, const char *run_json,
 		snprintf(base, sizeof(base), "%s%s", model,
 			 strncmp(p->api, "openai-", 7) == 0 && !strstr(model, "/v1") ? "/v1" : "");
 		j = json_pack("{s:{s:{s:s, s:s, s:s, s:[{s:s}]}}}", "providers", "sandrun",
-			      "baseUrl", base, "api", p->api, "apiKey",
-			      sr_harness_has_credential(run, "OPENAI_API_KEY") ? "$OPENAI_API_KEY" : "none",
+			      "baseUrl", base, "api", p->api, "apiKey", api_key(p, run),
 			      "models", "id", p->model);
 		text = json_dumps(j, JSON_INDENT(2));
 		snprintf(path, sizeof(path), "%s/models.json", dir);

@@ -30,13 +30,26 @@ JSON
 printf '[%s,%s,%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"after the cancel"}]\n' \
 	"$(call echo '{"text":"platform says hi"}')" "$(call careful_ok '{}')" \
 	"$(call careful_no '{}')" "$(call slow '{"ms":8000}')" >"$T/script.json"
-node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script.json" \
-	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
+KEY="sk-e2e-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+unset ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN OPENAI_API_KEY CODEX_API_KEY
+export "$KEY_ENV=$KEY"
+# model SCRIPT LOG: the scripted model in the background, wanting $KEY.
+model() {
+	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --key "$KEY" --script "$1" --log "$2"
+}
+# keyed LOG LABEL: the model answered requests, each with exactly $KEY.
+keyed() {
+	want=$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)
+	grep -q '"kind":"main"' "$1" && ! grep -q '"kind":"refused"' "$1" &&
+		[ "$(grep -v '"kind":"other"' "$1" | grep -vc "\"key_sha256\":\"$want\"")" -eq 0 ] &&
+		ok "$2: the model got exactly the run's $KEY_ENV" ||
+		{ fail "$2: the model got exactly the run's $KEY_ENV"; grep -o '"kind":"[a-z]*"\|"key_sha256":[^,]*' "$1" | sort | uniq -c; }
+}
+model "$T/script.json" "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
 trap 'kill $model_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
 wait_for "$T/model.out"
 url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model.out")$MODEL_URL_SUFFIX
-export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 
 start=$(date +%s%N)
 expect "turn 1 runs" 0 $drive "$T/ev1" careful_ok careful_no "$S" run --json \
@@ -53,6 +66,7 @@ grep -E 'tool_result|function_call_output' "$T/model.ndjson" | grep -q "permissi
 grep_in "permission asked for careful_no" "$T/ev1" '"type":"permission.request".*"tool":"careful_no"'
 grep_in "the final text arrives" "$T/ev1" '"type":"agent.message","text":"all done"'
 session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/ev1")
+keyed "$T/model.ndjson" "turn 1"
 
 expect "turn 2 resumes the session" 0 $drive "$T/ev2" - - "$S" run --json \
 	--session "$session" --tools "$T/tools.json" --model-url "$url" "and then?"
@@ -66,8 +80,7 @@ fi
 if [ "${HTTP_TOOLS:-}" = yes ]; then
 	# Tools through the loopback MCP server (Streamable HTTP, bearer).
 	printf '[%s,{"text":"http done"}]\n' "$(call echo '{"text":"over http"}')" >"$T/script2.json"
-	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script2.json" \
-		--log "$T/model2.ndjson" >"$T/model2.out" 2>/dev/null &
+	model "$T/script2.json" "$T/model2.ndjson" >"$T/model2.out" 2>/dev/null &
 	model2_pid=$!
 	wait_for "$T/model2.out"
 	url2=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model2.out")$MODEL_URL_SUFFIX
@@ -83,8 +96,7 @@ fi
 # The relay through the provider's operations (as for a remote sandbox):
 # the shim uploaded, the relay directory in the sandbox, the bridge.
 printf '[%s,{"text":"bridged done"}]\n' "$(call echo '{"text":"through the bridge"}')" >"$T/script5.json"
-node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --script "$T/script5.json" \
-	--log "$T/model5.ndjson" >"$T/model5.out" 2>/dev/null &
+model "$T/script5.json" "$T/model5.ndjson" >"$T/model5.out" 2>/dev/null &
 model5_pid=$!
 wait_for "$T/model5.out"
 url5=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model5.out")$MODEL_URL_SUFFIX
@@ -97,6 +109,21 @@ grep -E 'tool_result|function_call_output' "$T/model5.ndjson" | grep -q "through
 	ok "the bridged tool's result reached the model" || fail "the bridged tool's result reached the model"
 test "$(grep -c ' echo$' "$CB_LOG")" -eq $((calls + 1)) && ok "it ran once" || fail "it ran once"
 grep_in "the shim's watch ran in the sandbox" "$T/ev5" '"relay.bridge.watch","state":"started"'
+
+# Each other credential name the harness declares reaches the model too.
+for other in ${OTHER_KEY_ENVS:-}; do
+	printf '[{"text":"%s works"}]\n' "$other" >"$T/script6.json"
+	model "$T/script6.json" "$T/model6.ndjson" >"$T/model6.out" 2>/dev/null &
+	model6_pid=$!
+	wait_for "$T/model6.out"
+	url6=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$T/model6.out")$MODEL_URL_SUFFIX
+	expect "a turn with only $other" 0 env -u "$KEY_ENV" "$other=$KEY" $drive "$T/ev6" - - \
+		"$S" run --json --harness "$HARNESS" --model-url "$url6" "which key?"
+	kill $model6_pid 2>/dev/null
+	grep_in "it ends end_turn" "$T/ev6" '"type":"run.finished","stop_reason":"end_turn"'
+	KEY_ENV=$other keyed "$T/model6.ndjson" "only $other"
+	rm -f "$T/model6.ndjson"
+done
 
 # Ctrl-C while a platform tool runs.
 INTERRUPT_ON=tool.call expect "Ctrl-C during a tool call" 130 $drive "$T/ev3" - - "$S" run --json \

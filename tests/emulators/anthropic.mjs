@@ -1,5 +1,7 @@
 // Scripted Anthropic Messages API emulator (Node ESM, built-ins only).
-// Usage: node anthropic.mjs --script SCRIPT.json --log LOG.ndjson
+// Usage: node anthropic.mjs --script SCRIPT.json --log LOG.ndjson [--key KEY]
+// With --key, as the real API: a request whose x-api-key (or bearer token) is not KEY gets
+// 401 authentication_error and consumes no turn (logged with kind "refused").
 // Prints {"url":"http://127.0.0.1:PORT"} on stdout once listening.
 // Script: JSON array of turns, consumed in order by MAIN-conversation requests only:
 //   {"text":"..."}                                   -> stop_reason end_turn
@@ -18,7 +20,7 @@ import fs from "node:fs";
 import crypto from "node:crypto";
 
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
-const scriptPath = arg("--script"), logPath = arg("--log");
+const scriptPath = arg("--script"), logPath = arg("--log"), wantKey = arg("--key");
 const severity = Number(arg("--severity") ?? 0);
 const script = scriptPath ? JSON.parse(fs.readFileSync(scriptPath, "utf8")) : [];
 let turn = 0, seq = 0;
@@ -115,6 +117,14 @@ const server = http.createServer((req, res) => {
     let body = null;
     try { body = raw ? JSON.parse(raw) : null; } catch { body = { _unparsed: raw }; }
     const entry = { t: new Date().toISOString(), method: req.method, path, url: req.url, headers: redact(req.headers), key_sha256: keySha256(req.headers), body };
+    // The real API's answer to a missing or wrong key (docs.anthropic.com, "Errors":
+    // 401 authentication_error); /api/hello is the unauthenticated probe.
+    const given = req.headers["x-api-key"] ?? /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1];
+    if (wantKey !== undefined && given !== wantKey && path !== "/api/hello") {
+      log({ ...entry, kind: "refused", status: 401 });
+      return json(res, 401, { type: "error", error: { type: "authentication_error", message: "invalid x-api-key" },
+        request_id: id("req") });
+    }
     if (req.method === "POST" && path === "/v1/messages") {
       body = body ?? {};
       const main = isMain(body);

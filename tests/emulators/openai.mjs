@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Scripted OpenAI Responses API emulator (built-ins only).
-// Usage: node openai.mjs --script SCRIPT.json [--log LOG.ndjson]
+// Usage: node openai.mjs --script SCRIPT.json [--log LOG.ndjson] [--key KEY]
+// With --key, as the real API: a request whose bearer token is not KEY gets 401
+// invalid_api_key and consumes no turn (logged with kind "refused").
 // Prints {"url":"http://127.0.0.1:PORT"} once listening.
 // Script: JSON array of turns, consumed in order by *main* requests:
 //   {"text":"..."}
@@ -19,6 +21,7 @@ import crypto from 'node:crypto';
 const arg = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : undefined; };
 const script = JSON.parse(fs.readFileSync(arg('--script'), 'utf8'));
 const logPath = arg('--log');
+const wantKey = arg('--key');
 let turn = 0, seq = 0;
 const rid = (p) => `${p}_${Date.now().toString(36)}${(seq++).toString(36)}`;
 
@@ -101,6 +104,19 @@ const server = http.createServer((req, res) => {
     const key = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1] ?? req.headers['x-api-key'];
     const entry = { method: req.method, url: req.url, headers: Object.keys(req.headers),
       key_sha256: key === undefined ? null : crypto.createHash('sha256').update(key).digest('hex'), body };
+    // The real API's answers to a missing or a wrong key (platform.openai.com/docs,
+    // "Error codes": 401 "Incorrect API key provided"; the key is shown masked).
+    const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    if (wantKey !== undefined && bearer !== wantKey) {
+      log({ ...entry, kind: 'refused', status: 401 });
+      res.writeHead(401, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ error: {
+        message: bearer === undefined ? "You didn't provide an API key. You need to provide your API key in an " +
+          'Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).'
+          : `Incorrect API key provided: ${bearer.slice(0, 3)}***${bearer.slice(-4)}. You can find your API key at ` +
+          'https://platform.openai.com/account/api-keys.',
+        type: 'invalid_request_error', param: null, code: bearer === undefined ? null : 'invalid_api_key' } }));
+    }
     if (req.method === 'POST' && /\/responses$/.test(path)) {
       const sub = req.headers['x-openai-subagent'] || body?.client_metadata?.['x-openai-subagent'];
       const main = !sub && Array.isArray(body?.tools) && body.tools.length > 0;

@@ -40,6 +40,21 @@ grep_in "the failure is named" "$T/err" "create: "
 
 expect "doctor passes" 0 "$S" doctor
 grep_in "doctor checks the provider" "$T/out" "\[ok  \] provider local"
+# Which credentials each harness hands its agent, and which are set here.
+expect "doctor with no model key (adapters not installed: exit 1)" 1 env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN \
+	-u OPENAI_API_KEY -u CODEX_API_KEY SANDRUN_RUNNER_HARNESSES=claude,codex "$S" doctor
+grep_in "doctor: claude's credential names, none set" "$T/out" \
+	"\[warn\] harness claude keys *ANTHROPIC_API_KEY (not set), ANTHROPIC_AUTH_TOKEN (not set): none set"
+grep_in "doctor: codex's credential names" "$T/out" \
+	"harness codex keys *OPENAI_API_KEY (not set), CODEX_API_KEY (not set)"
+expect "doctor with keys (adapters not installed: exit 1)" 1 env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY \
+	CODEX_API_KEY=sk-doctor-secret-value ANTHROPIC_AUTH_TOKEN=x \
+	SANDRUN_RUNNER_HARNESSES=claude,codex "$S" doctor
+grep_in "doctor: a set key is said" "$T/out" \
+	"\[ok  \] harness codex keys *OPENAI_API_KEY (not set), CODEX_API_KEY (set)$"
+grep_in "doctor: claude's token is set" "$T/out" "harness claude keys .*ANTHROPIC_AUTH_TOKEN (set)"
+grep -q "sk-doctor-secret-value" "$T/out" "$T/err" && fail "doctor never prints a key's value" ||
+	ok "doctor never prints a key's value"
 grep -q "tool latency" "$T/out" && fail "doctor says nothing of tool_latency = normal" ||
 	ok "doctor says nothing of tool_latency = normal"
 SANDRUN_RUNNER_TOOL_LATENCY=low expect "doctor passes with tool_latency = low" 0 "$S" doctor

@@ -243,6 +243,21 @@ static char *codex_config(const char *run)
 	return text;
 }
 
+/* The apiKey of the provider sandrun in a Pi models.json file entry. */
+static const char *pi_api_key(json_t *file)
+{
+	static char key[256];
+	json_t *j;
+
+	cr_assert_not_null(file);
+	j = json_loads(json_string_value(json_object_get(file, "content")), 0, NULL);
+	cr_assert_not_null(j);
+	snprintf(key, sizeof(key), "%s", json_string_value(json_object_get(
+		json_object_get(json_object_get(j, "providers"), "sandrun"), "apiKey")));
+	json_decref(j);
+	return key;
+}
+
 Test(harness_plugins, codex_and_pi_take_the_runs_credentials_not_their_environment)
 {
 	prepared p;
@@ -265,6 +280,11 @@ Test(harness_plugins, codex_and_pi_take_the_runs_credentials_not_their_environme
 	cr_assert(strstr(text, "env_key = \"OPENAI_API_KEY\""), "%s", text);
 	free(text);
 	unsetenv("OPENAI_API_KEY");
+	/* Only CODEX_API_KEY, a name codex declares: the bearer is its. */
+	text = codex_config("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[\"CODEX_API_KEY\"]}");
+	cr_assert(strstr(text, "env_key = \"CODEX_API_KEY\""), "%s", text);
+	cr_assert_null(strstr(text, "requires_openai_auth"), "%s", text);
+	free(text);
 	teardown();
 	setup();
 	cr_assert_eq(start("pi", NULL), SR_OK);
@@ -272,8 +292,30 @@ Test(harness_plugins, codex_and_pi_take_the_runs_credentials_not_their_environme
 	cr_assert_eq(p.status, SR_OK, "%s", p.message);
 	f = file_of(p.json, "/h/.pi-agent/models.json");
 	cr_assert_not_null(f);
-	cr_assert(strstr(json_string_value(json_object_get(f, "content")), "$OPENAI_API_KEY"), "%s",
-		  json_string_value(json_object_get(f, "content")));
+	cr_assert_str_eq(pi_api_key(f), "OPENAI_API_KEY");
+	json_decref(p.json);
+}
+
+/* Pi reads a variable only when apiKey is its bare name: the name of the
+ * credential the run has, the endpoint's own API's first; a literal that is
+ * no variable when the run has none. */
+Test(harness_plugins, pi_names_the_runs_credential_as_a_bare_variable)
+{
+	static const char *const anthropic[] = { "api", "anthropic-messages", NULL };
+	prepared p;
+
+	cr_assert_eq(start("pi", NULL), SR_OK);
+	prepare("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[\"ANTHROPIC_API_KEY\"]}", &p);
+	cr_assert_str_eq(pi_api_key(file_of(p.json, "/h/.pi-agent/models.json")), "ANTHROPIC_API_KEY");
+	json_decref(p.json);
+	prepare("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[]}", &p);
+	cr_assert_str_eq(pi_api_key(file_of(p.json, "/h/.pi-agent/models.json")), "none");
+	json_decref(p.json);
+	teardown();
+	setup();
+	cr_assert_eq(start("pi", anthropic), SR_OK);
+	prepare("{\"home\":\"/h\",\"model_url\":\"http://m\",\"credentials\":[\"OPENAI_API_KEY\",\"ANTHROPIC_API_KEY\"]}", &p);
+	cr_assert_str_eq(pi_api_key(file_of(p.json, "/h/.pi-agent/models.json")), "ANTHROPIC_API_KEY");
 	json_decref(p.json);
 }
 
