@@ -45,16 +45,25 @@ s.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: s.address().po
 JS
 node "$T/echo.mjs" >"$T/echo.out" 2>"$T/echo.err" &
 echo_pid=$!
-wait_for "$T/model.out" "$T/echo.out"
+# The OpenAI emulator for codex and pi: it wants the key sandrun was
+# given, and the egress proxy is what puts it in the requests.
+oai_key="sk-oai-real-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+printf '[{"text":"one"},{"text":"two"},{"text":"three"},{"text":"four"}]\n' >"$T/oai.json"
+node "$SANDRUN_SRCDIR/tests/emulators/openai.mjs" --key "$oai_key" --script "$T/oai.json" \
+	--log "$T/oai.ndjson" >"$T/oai.out" 2>"$T/oai.err" &
+oai_pid=$!
+wait_for "$T/model.out" "$T/echo.out" "$T/oai.out"
 model_port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$T/model.out")
 echo_port=$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$T/echo.out")
+oai_port=$(sed -n 's/.*127.0.0.1:\([0-9]*\).*/\1/p' "$T/oai.out")
 
 node "$SANDRUN_SRCDIR/tests/emulators/daytona.mjs" --state-dir "$T/emu" --api-key dtn-test-key \
 	--log "$T/emu.log" --egress-host "api.model.test=127.0.0.1:$model_port" \
 	--egress-host "other.test=127.0.0.1:$echo_port" \
-	--egress-host "sub.api.model.test=127.0.0.1:$echo_port" >"$T/emu.out" 2>"$T/emu.err" &
+	--egress-host "sub.api.model.test=127.0.0.1:$echo_port" \
+	--egress-host "api.oai.test=127.0.0.1:$oai_port" >"$T/emu.out" 2>"$T/emu.err" &
 emu_pid=$!
-trap 'kill $emu_pid $model_pid $echo_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
+trap 'kill $emu_pid $model_pid $echo_pid $oai_pid 2>/dev/null; stop_callbacks; rm -rf "$T"' EXIT
 wait_for "$T/emu.out"
 api=$(field apiUrl "$T/emu.out")
 admin=$(field adminUrl "$T/emu.out")
@@ -180,4 +189,37 @@ box2=$(sed -n 's/.*"type":"sandbox.acquired".*"sandbox":"\([^"]*\)".*/\1/p' "$T/
 curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer dtn-test-key" "$api/sandbox/$box" |
 	grep -q 404 && ok "the old sandbox is gone" || fail "the old sandbox is gone"
 secrets | grep -q "$placeholder" && fail "the old secret is left" || ok "the old secret went with it"
+
+# Codex, with each credential name it declares for an OpenAI endpoint:
+# the model gets exactly the key, through the proxy. (Pi is not here: its
+# HTTP client, undici's proxy agent, reaches even an http:// endpoint
+# through CONNECT, a tunnel in which the emulator's proxy substitutes
+# nothing; tests/e2e/daytona_test.sh runs Pi on Daytona with secrets off.)
+oai_want=$(printf '%s' "$oai_key" | sha256sum | cut -d' ' -f1)
+for hk in codex:OPENAI_API_KEY codex:CODEX_API_KEY; do
+	h=${hk%%:*} k=${hk#*:}
+	if [ ! -x "$SANDRUN_HARNESS_DIR/$h/node_modules/.bin/$h-acp" ]; then
+		[ "${CI:-}" = true ] && fail "the $h adapter is installed (CI=true)" ||
+			echo "skip - $h on daytona: the adapter is not installed"
+		continue
+	fi
+	sfx=; [ "$h" = codex ] && sfx=/v1
+	: >"$T/oai.ndjson"
+	expect "$h with $k on daytona, isolated" 0 env -u ANTHROPIC_API_KEY "$k=$oai_key" \
+		SANDRUN_RUNNER_HARNESSES=claude,codex,pi \
+		"SANDRUN_HARNESS_$(echo "$h" | tr a-z A-Z)_INSTALL_DIR=$SANDRUN_HARNESS_DIR/$h" \
+		SANDRUN_SECRETS_ALLOW_HOSTS="api.oai.test:$oai_port" \
+		$drive "$T/ev-$h" - - "$S" run --json --harness "$h" --model-url "http://api.oai.test:$oai_port$sfx" "hi"
+	grep_in "$h with $k: the turn ends" "$T/ev-$h" '"type":"run.finished","stop_reason":"end_turn"'
+	grep -q '"kind":"main"' "$T/oai.ndjson" && ! grep -q '"kind":"refused"' "$T/oai.ndjson" &&
+		[ "$(grep -v '"kind":"other"' "$T/oai.ndjson" | grep -vc "\"key_sha256\":\"$oai_want\"")" -eq 0 ] &&
+		ok "$h with $k: the model got exactly the key" ||
+		{ fail "$h with $k: the model got exactly the key"; b=$(field sandbox "$T/ev-$h"); curl -s "$admin/egress?sandboxId=$b" | head -c 600; echo; grep -o "\"kind\":\"[a-z]*\"\|\"key_sha256\":[^,]*" "$T/oai.ndjson" | sort | uniq -c; }
+	grep -qF "$oai_key" "$T/ev-$h" "$T/err" && fail "$h with $k: the key is in the run's output" ||
+		ok "$h with $k: not in the run's output"
+	grep -q '"type":"credentials.exposed"' "$T/ev-$h" && fail "$h with $k: credentials.exposed" ||
+		ok "$h with $k: isolated (no credentials.exposed)"
+	b=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev-$h")
+	[ -n "$b" ] && "$S" sandbox destroy "$b" >/dev/null 2>&1
+done
 finish
