@@ -204,12 +204,13 @@ for h in codex pi; do
 		sfx= ;;
 	esac
 	printf '[%s,{"text":"%s done"}]\n' "$fc" "$h" >"$T/script-$h.json"
-	node "$SANDRUN_SRCDIR/tests/emulators/openai.mjs" --script "$T/script-$h.json" \
+	oai_key="sk-dtn-$h-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+	node "$SANDRUN_SRCDIR/tests/emulators/openai.mjs" --key "$oai_key" --script "$T/script-$h.json" \
 		--log "$T/model-$h.ndjson" >"$T/model-$h.out" 2>/dev/null &
 	oai_pid=$!
 	wait_for "$T/model-$h.out"
 	HARNESS_UP=$(echo "$h" | tr a-z A-Z)
-	env SANDRUN_RUNNER_HARNESSES=claude,codex,pi \
+	env OPENAI_API_KEY="$oai_key" SANDRUN_RUNNER_HARNESSES=claude,codex,pi \
 		"SANDRUN_HARNESS_${HARNESS_UP}_INSTALL_DIR=$SANDRUN_HARNESS_DIR/$h" \
 		$drive "$T/ev-$h" - - "$S" run --json --harness "$h" --tools "$T/tools.json" \
 		--model-url "$(field url "$T/model-$h.out")$sfx" "use the tool" >"$T/out" 2>"$T/err"
@@ -218,6 +219,10 @@ for h in codex pi; do
 	[ "$rc" -eq 0 ] && ok "a $h turn on daytona" || { fail "a $h turn on daytona (exit $rc)"; tail -5 "$T/err"; }
 	grep -E 'function_call_output|tool_result' "$T/model-$h.ndjson" | grep -q "from $h on daytona" &&
 		ok "$h: the tool's result reached the model" || fail "$h: the tool's result reached the model"
+	k=$(printf '%s' "$oai_key" | sha256sum | cut -d' ' -f1)
+	! grep -q '"kind":"refused"' "$T/model-$h.ndjson" &&
+		[ "$(grep '"kind":"main"' "$T/model-$h.ndjson" | grep -vc "\"key_sha256\":\"$k\"")" -eq 0 ] &&
+		ok "$h: the model got exactly the run's key" || fail "$h: the model got exactly the run's key"
 	[ -n "$(field sandbox "$T/ev-$h")" ] && "$S" sandbox destroy "$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev-$h")" >/dev/null 2>&1
 done
 

@@ -555,7 +555,8 @@ on('POST', '/api/sandbox/{id}/start', (c) => {
 on('POST', '/api/sandbox/{id}/stop', (c) => {
   const sb = findSandbox(c.p.id);
   guardChange(sb, 'stop');
-  if (sb.state !== 'started') fail(400, 'Sandbox is not started');
+  // SandboxService.stop (apps/api/src/sandbox/services/sandbox.service.ts).
+  if (sb.state !== 'started') fail(400, 'Sandbox is not in a stoppable state');
   stopSandbox(sb);
   send(c.res, 200, sandboxDto(sb));
 });
@@ -750,6 +751,8 @@ on('POST', '/toolbox/{id}/process/session/{sid}/exec', async (c) => {
   const body = await c.json();
   if (typeof body.command !== 'string' || !body.command) fail(400, 'command is required', 'INVALID_REQUEST_BODY');
   const cmd = enqueueCommand(c.sb, s, body.command);
+  // Stored per command at exec time (SessionExecuteRequest, Command.SuppressInputEcho).
+  cmd.suppressInputEcho = body.suppressInputEcho === true;
   if (body.runAsync || body.async) return send(c.res, 202, { cmdId: cmd.id });
   await cmd.finished;
   const l = logsOf(cmd);
@@ -768,8 +771,15 @@ on('POST', '/toolbox/{id}/process/session/{sid}/command/{cid}/input', async (c) 
   const body = await c.json();
   if (typeof body.data !== 'string') fail(400, 'data is required', 'INVALID_REQUEST_BODY');
   if (cmd.exitCode !== undefined || cmd.ended) fail(410, 'command has already completed', 'COMMAND_ALREADY_COMPLETED');
-  if (!cmd.child) fail(409, 'command has not started yet', 'CONFLICT');
-  cmd.child.stdin.write(body.data);
+  // The daemon opens the FIFO the command's wrapper makes when the command
+  // starts; before that the open fails (SendInput, apps/daemon/pkg/session/input.go).
+  if (!cmd.child) fail(500, 'internal server error: failed to open input pipe: no such file or directory', 'INTERNAL_SERVER_ERROR');
+  // "Ensure newline for commands like `read`": input without one gets one;
+  // then, unless the command was started with suppressInputEcho, what was
+  // written is appended to the command's log as stdout (SendInput, input.go).
+  const data = body.data.endsWith('\n') ? body.data : body.data + '\n';
+  cmd.child.stdin.write(data);
+  if (!cmd.suppressInputEcho) cmd.push(1, Buffer.from(data));
   send(c.res, 204, null);
 });
 
@@ -884,7 +894,10 @@ async function handle(req, res) {
   calls.set(key, (calls.get(key) || 0) + 1);
   log({ method: req.method, url: req.url, route: key });
   try {
-    if (!authorized(req)) fail(401, 'Unauthorized', 'UNAUTHORIZED');
+    // The control plane's guard: UnauthorizedException('Invalid credentials')
+    // (apps/api/src/auth/global-auth.guard.ts handleRequest); the toolbox
+    // proxy's: 'unauthorized: authentication failed' (apps/proxy auth.go).
+    if (!authorized(req)) fail(401, area === 'toolbox' ? 'unauthorized: authentication failed: Bearer token is invalid' : 'Invalid credentials', 'UNAUTHORIZED');
     const f = await applyFault(key);
     if (f) return send(res, f.status, errBody(f.status, f.message || `Injected fault (${f.status})`));
     if (!hit) fail(404, `Cannot ${req.method} ${pathname}`);
@@ -1153,7 +1166,7 @@ server.on('upgrade', (req, socket, head) => {
   if (!m) return reject(404, toolboxErrorBody(req, 404, 'not found'));
   calls.set(key, (calls.get(key) || 0) + 1);
   try {
-    if (!authorized(req)) fail(401, 'Unauthorized', 'UNAUTHORIZED');
+    if (!authorized(req)) fail(401, 'unauthorized: authentication failed: Bearer token is invalid', 'UNAUTHORIZED');
     const sb = toolboxSandbox(m[1]);
     const { cmd } = findCommand(sb, decodeURIComponent(m[2]), decodeURIComponent(m[3]));
     applyFault(key).then((f) => {

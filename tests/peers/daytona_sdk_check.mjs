@@ -34,6 +34,15 @@ const run = `r${Date.now().toString(36)}`;
 // The emulator does not serve the socket.io event gateway: the SDK polls.
 const daytona = new Daytona({ apiKey, apiUrl: `${base}/api`, target: 'us', useDeprecatedPolling: true });
 
+await step('a wrong API key', async () => {
+  const wrong = new Daytona({ apiKey: `${apiKey}-wrong`, apiUrl: `${base}/api`, target: 'us', useDeprecatedPolling: true });
+  await refused('a wrong key is 401 Invalid credentials', () => wrong.get('any'), 401, /Invalid credentials/);
+  const r = await fetch(`${base}/api/sandbox`, { headers: { authorization: `Bearer ${apiKey}-wrong` } });
+  const b = await r.json();
+  check('the 401 body is the API\'s', r.status === 401 && b.statusCode === 401 && b.error === 'Unauthorized' &&
+    b.message === 'Invalid credentials', JSON.stringify(b));
+});
+
 let sb;
 await step('create with env and labels', async () => {
   sb = await daytona.create({ envVars: { FOO: 'bar baz' }, labels: { suite: 'emu', run } }, { timeout: 20 });
@@ -82,14 +91,28 @@ await step('session command with logs', async () => {
   await new Promise((r) => setTimeout(r, 100));
   await sb.process.sendSessionCommandInput('s1', cmd.cmdId, 'input-line\n');
   await follow;
-  check('session: followed logs (WebSocket) split stdout/stderr', out === 'got input-line\n' && err === 'oops\n', JSON.stringify([out, err]));
+  // The daemon echoes input into the command's stdout unless the command
+  // was started with suppressInputEcho (SendInput, apps/daemon/pkg/session/input.go).
+  check('session: followed logs (WebSocket) split stdout/stderr, the input echoed',
+    out === 'input-line\ngot input-line\n' && err === 'oops\n', JSON.stringify([out, err]));
   const logs = await sb.process.getSessionCommandLogs('s1', cmd.cmdId);
-  check('session: logs JSON', logs.stdout === 'got input-line\n' && logs.stderr === 'oops\n' && logs.output.includes('oops'), JSON.stringify(logs));
+  check('session: logs JSON', logs.stdout === 'input-line\ngot input-line\n' && logs.stderr === 'oops\n' && logs.output.includes('oops'), JSON.stringify(logs));
   const info = await sb.process.getSessionCommand('s1', cmd.cmdId);
   check('session: command exit code', info.exitCode === 3, JSON.stringify(info));
   await refused('session: input after the end is 410', () => sb.process.sendSessionCommandInput('s1', cmd.cmdId, 'late\n'), 410);
+  // suppressInputEcho: no echo; input without a newline gets one.
+  const quiet = await sb.process.executeSessionCommand('s1', { command: 'read a; read b; echo "[$a][$b]"', runAsync: true,
+    suppressInputEcho: true });
+  let qout = '';
+  const qfollow = sb.process.getSessionCommandLogs('s1', quiet.cmdId, (t) => { qout += t; }, () => {});
+  for (let i = 0; i < 100; i++) {
+    try { await sb.process.sendSessionCommandInput('s1', quiet.cmdId, 'half'); break; } catch { await new Promise((r) => setTimeout(r, 50)); }
+  }
+  await sb.process.sendSessionCommandInput('s1', quiet.cmdId, 'line\n');
+  await qfollow;
+  check('session: suppressInputEcho: no echo; a newline appended to input without one', qout === '[half][line]\n', JSON.stringify(qout));
   const sessions = await sb.process.listSessions();
-  check('session: listed with its commands', sessions.length === 1 && sessions[0].commands.length === 3, JSON.stringify(sessions));
+  check('session: listed with its commands', sessions.length === 1 && sessions[0].commands.length === 4, JSON.stringify(sessions));
   // Plain HTTP follow (what a C client uses): chunked, stdout and stderr merged.
   const sync = await sb.process.executeSessionCommand('s1', { command: 'echo a; echo b >&2' });
   const h = { authorization: `Bearer ${apiKey}` };
@@ -157,7 +180,7 @@ await step('stop/start/delete', async () => {
   const p = await fetch(`${link.url}/`, { headers: { 'x-daytona-preview-token': link.token } });
   check('stop: preview refused (400)', p.status === 400, p.status);
   await refused('stop: toolbox refused', () => sb.process.executeCommand('true'), 400, /no IP address found/);
-  await refused('stop from stopped is 400', () => sb.stop(), 400);
+  await refused('stop from stopped is 400, in the service\'s words', () => sb.stop(), 400, /Sandbox is not in a stoppable state/);
   await sb.start();
   check('start: started', sb.state === 'started', sb.state);
   const link2 = await sb.getPreviewLink(port);

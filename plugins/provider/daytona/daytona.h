@@ -149,8 +149,8 @@ struct dy_chan {
 	size_t n_err;
 	/* writes, one POST at a time, in order */
 	struct dy_wbuf *wq, **wq_tail;
-	char carry[4];
-	size_t n_carry;
+	char *line;               /* input held until its newline */
+	size_t n_line;
 	int is_watch;
 	sr_watch_callbacks wcbs;
 	json_t *seen;

@@ -1,7 +1,10 @@
 /* Processes in a Daytona sandbox, through toolbox sessions: one session
  * per channel (commands of a session run one after another in one shell),
- * the process started as an async command, its stdin fed through the
- * input endpoint (one POST at a time, in order), its stdout followed over
+ * the process started as an async command with its input not echoed into
+ * its output (suppressInputEcho: the daemon's SendInput appends what it
+ * writes to the command's log unless told not to), its stdin fed through the
+ * input endpoint in whole lines (one POST at a time, in order; the daemon
+ * appends a newline to any input that lacks one), its stdout followed over
  * plain chunked HTTP (logs?follow=true). That stream merges stdout and
  * stderr, so the process's stderr goes to a file in the sandbox and is
  * read when it exits. A stream that drops is re-attached (the log is
@@ -23,6 +26,7 @@
 
 #define REATTACH_MAX 5       /* consecutive drops without progress */
 #define STDERR_MAX (64u << 10)
+#define DY_LINE_MAX (16u << 20) /* an input line held for its newline */
 #define WATCH_MS 250
 #define WATCH_FAILS_MAX 8
 
@@ -76,6 +80,7 @@ static void chan_free(dy_chan *c)
 	free(c->cwd);
 	free(c->ending_msg);
 	free(c->err);
+	free(c->line);
 	free(c);
 }
 
@@ -242,8 +247,11 @@ static void on_written(void *ud, const sr_result *r)
 		c->wq_tail = &c->wq;
 		return;
 	}
-	/* 409: the command is queued in its session, not started yet. */
-	if (r->status == SR_OK && http == 409 && ++c->w409 <= 200) {
+	/* The command is queued in its session, or its input pipe not made
+	 * yet: the daemon answers 500 "failed to open input pipe" (SendInput
+	 * opens the FIFO its wrapper makes when the command starts), older
+	 * ones 409. Tried again for up to 5 s. */
+	if (r->status == SR_OK && (http == 409 || http == 500) && ++c->w409 <= 200) {
 		c->wtimer = c->d->host->timer_start(c->d->host, 25, 0, write_again, c);
 		if (!c->wtimer)
 			chan_end(c, SR_ENOMEM, "daytona: cannot start a timer");
@@ -301,34 +309,43 @@ static void write_next(dy_chan *c)
 	}
 }
 
-/* Length of the longest prefix of p that ends on a whole UTF-8
- * character (the rest waits for the next write). */
-static size_t whole_chars(const unsigned char *p, size_t n)
+/* Queue len bytes of data as one input POST. */
+static int enqueue_input(dy_chan *c, const char *data, size_t len)
 {
-	size_t i = n, back = 0;
+	dy_wbuf *w = calloc(1, sizeof(*w));
+	json_t *probe;
 
-	while (i > 0 && back < 4 && (p[i - 1] & 0xC0) == 0x80) {
-		i--;
-		back++;
+	if (!w || !(w->data = malloc(len))) {
+		free(w);
+		return SR_ENOMEM;
 	}
-	if (i == 0)
-		return n;
-	{
-		unsigned char lead = p[i - 1];
-		size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-		if (need > 1 && back + 1 < need)
-			return i - 1;
+	/* The input endpoint takes a JSON string: text only. */
+	if (!(probe = json_stringn(data, len))) {
+		free(w->data);
+		free(w);
+		c->d->host->log(c->d->host, SR_LOG_WARN, "sandbox '%s': input to the process is "
+				"not UTF-8 text; Daytona's input endpoint carries text only", c->id);
+		return SR_EINVAL;
 	}
-	return n;
+	json_decref(probe);
+	memcpy(w->data, data, len);
+	w->len = len;
+	*c->wq_tail = w;
+	c->wq_tail = &w->next;
+	write_next(c);
+	return SR_OK;
 }
 
+/* Input goes out in whole lines: the daemon appends a newline to any
+ * input that does not end with one (SendInput, "Ensure newline for
+ * commands like read"), so a line cut in two would reach the process as
+ * two. What follows the last newline is held for the next write. */
 int dy__channel_write(void *self, uint64_t req, const void *data, size_t len)
 {
 	dy_chan *c = find_chan(self, req);
-	unsigned char *buf;
-	size_t n, keep;
-	dy_wbuf *w;
-	json_t *probe;
+	char *buf;
+	size_t n, whole;
+	int rc;
 
 	if (!c || c->is_watch)
 		return SR_ENOTFOUND;
@@ -336,36 +353,29 @@ int dy__channel_write(void *self, uint64_t req, const void *data, size_t len)
 		return SR_ESTATE;
 	if (len == 0)
 		return SR_OK;
-	if (!(buf = malloc(c->n_carry + len)))
-		return SR_ENOMEM;
-	memcpy(buf, c->carry, c->n_carry);
-	memcpy(buf + c->n_carry, data, len);
-	n = c->n_carry + len;
-	keep = whole_chars(buf, n);
-	/* The input endpoint takes a JSON string: text only. */
-	probe = json_stringn((const char *)buf, keep);
-	if (!probe || n - keep > sizeof(c->carry)) {
-		free(buf);
-		c->d->host->log(c->d->host, SR_LOG_WARN, "sandbox '%s': input to the process is "
-				"not UTF-8 text; Daytona's input endpoint carries text only", c->id);
+	n = c->n_line + len;
+	if (n > DY_LINE_MAX) {
+		c->d->host->log(c->d->host, SR_LOG_WARN, "sandbox '%s': an input line of over "
+				"%u bytes: Daytona's input endpoint takes whole lines", c->id,
+				(unsigned)DY_LINE_MAX);
 		return SR_EINVAL;
 	}
-	json_decref(probe);
-	memcpy(c->carry, buf + keep, n - keep);
-	c->n_carry = n - keep;
-	if (keep == 0) {
-		free(buf);
-		return SR_OK;
-	}
-	if (!(w = calloc(1, sizeof(*w)))) {
-		free(buf);
+	if (!(buf = realloc(c->line, n)))
 		return SR_ENOMEM;
+	memcpy(buf + c->n_line, data, len);
+	c->line = buf;
+	c->n_line = n;
+	for (whole = n; whole > 0 && buf[whole - 1] != '\n'; whole--)
+		;
+	if (whole == 0)
+		return SR_OK;
+	rc = enqueue_input(c, buf, whole);
+	if (rc != SR_OK) {
+		c->n_line -= len; /* this write is refused whole */
+		return rc;
 	}
-	w->data = (char *)buf;
-	w->len = keep;
-	*c->wq_tail = w;
-	c->wq_tail = &w->next;
-	write_next(c);
+	memmove(buf, buf + whole, n - whole);
+	c->n_line = n - whole;
 	return SR_OK;
 }
 
@@ -375,6 +385,10 @@ int dy__channel_close_input(void *self, uint64_t req)
 
 	if (!c || c->is_watch)
 		return SR_ENOTFOUND;
+	/* A last line without its newline goes as it is: the daemon gives it
+	 * one. */
+	if (c->n_line && !c->input_closed && enqueue_input(c, c->line, c->n_line) == SR_OK)
+		c->n_line = 0;
 	/* The toolbox cannot close a command's stdin; further writes are
 	 * refused and the caller's signal ends the process. */
 	c->input_closed = 1;
@@ -510,25 +524,33 @@ static void stderr_got(void *ud, const sr_result *r)
 
 static void stderr_answer(dy_op *op, const dy_resp *r)
 {
-	if (r->status == SR_OK && r->http == 200)
-		dy__op_finish(op, SR_OK, NULL, r->body, r->len, NULL);
+	const char *text = json_string_value(json_object_get(r->json, "result"));
+
+	if (r->status == SR_OK && r->http == 200 && text)
+		dy__op_finish(op, SR_OK, NULL, text, strlen(text), NULL);
 	else
 		dy__op_finish(op, SR_OK, NULL, NULL, 0, NULL); /* no stderr */
 }
 
+/* The tail of the process's stderr, read and removed with its pid file in
+ * one call: nothing of the command is left in the sandbox's /tmp. */
 static void fetch_stderr(dy_chan *c)
 {
 	dy_op *op = chan_op(c, stderr_got);
-	char url[2048];
+	char url[2048], cmd[256];
+	json_t *body;
 	int rc;
 
 	if (!op) {
 		chan_end(c, SR_OK, NULL);
 		return;
 	}
-	snprintf(url, sizeof(url), "%s/files/download?path=/tmp/%s.err", c->toolbox,
-		 c->sid);
-	rc = dy__api(op, "GET", url, NULL, NULL, 0, 16u << 20, stderr_answer);
+	snprintf(url, sizeof(url), "%s/process/execute", c->toolbox);
+	snprintf(cmd, sizeof(cmd), "sh -c 'tail -c %u /tmp/%s.err 2>/dev/null; "
+		 "rm -f /tmp/%s.err /tmp/%s.pid'", STDERR_MAX, c->sid, c->sid, c->sid);
+	body = json_pack("{s:s, s:i}", "command", cmd, "timeout", 30);
+	rc = body ? dy__api_json(op, "POST", url, body, stderr_answer) : SR_ENOMEM;
+	json_decref(body);
 	chan_op_started(c, op, rc);
 }
 
@@ -673,7 +695,8 @@ static void session_opened(dy_op *op, const dy_resp *r)
 		return;
 	}
 	snprintf(url, sizeof(url), "%s/process/session/%s/exec", c->toolbox, c->sid);
-	body = json_pack("{s:s, s:b, s:b}", "command", c->command, "runAsync", 1, "async", 1);
+	body = json_pack("{s:s, s:b, s:b, s:b}", "command", c->command, "runAsync", 1, "async", 1,
+			 "suppressInputEcho", 1);
 	dy__api_json(op, "POST", url, body, exec_started);
 	json_decref(body);
 }
