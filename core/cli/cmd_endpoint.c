@@ -187,6 +187,7 @@ int sr__cmd_endpoint(int argc, char **argv, const char *config_path)
 	/* The answer is for a sandbox as the tunnel would have it: enrolled,
 	 * when the tunnel enrols (NetBird: sandrun tunnel enrol). */
 	spec.enrolled = 1;
+	spec.keep = keep;
 	if (!(ej = sr__endpoint_resolve(&ctx, &spec, on_event, on_done, &j))) {
 		fprintf(stderr, "sandrun: out of memory\n");
 		sr__ctx_cleanup(&ctx);

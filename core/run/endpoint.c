@@ -47,6 +47,7 @@ struct sr__endpoint_job {
 	int needs_sse;
 	unsigned min_in_flight;
 	int enrolled;          /* speaks for an enrolled sandbox */
+	int keep;              /* the route must outlive this process */
 	int enrolment;         /* the tunnel's route needs enrolment */
 	int refs;              /* the timer (the job's own), a lookup, a tunnel call */
 	int finished;
@@ -418,6 +419,12 @@ static void on_resolved(void *ud, const sr_result *res)
 		tunnel_failed(j, ST_RESOLVE, "broke its protocol", &bad);
 	} else if (!limits_ok(j, json_object_get(o, "limits"))) {
 		/* skipped, with the reason */
+	} else if (json_is_true(json_object_get(o, "ends_with_runner")) && j->keep) {
+		char why[512];
+		snprintf(why, sizeof(why), "tunnel '%s' cannot be kept: its route ends with this "
+			 "process (drop --keep, or use a tunnel whose routes outlive it)",
+			 j->tunnel->desc->name);
+		skip(j, why);
 	} else if (json_is_true(json_object_get(o, "enrolment")) && !j->enrolled) {
 		char why[512];
 		snprintf(why, sizeof(why), "tunnel '%s' routes only for a sandbox enrolled in it, "
@@ -581,6 +588,7 @@ sr__endpoint_job *sr__endpoint_resolve(sr__ctx *ctx, const sr__endpoint_spec *sp
 	j->needs_sse = spec->needs_sse;
 	j->min_in_flight = spec->min_in_flight;
 	j->enrolled = spec->enrolled;
+	j->keep = spec->keep;
 	j->host_network = spec->host_network;
 	j->tunnel = spec->tunnel;
 	j->attempts = spec->attempts ? spec->attempts : 4;

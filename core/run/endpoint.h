@@ -39,6 +39,11 @@ typedef struct sr__endpoint_spec {
 	 * "enrolment": true, as NetBird's) is used only when the caller
 	 * enrols it, or answers for such a sandbox (sandrun endpoint). */
 	int enrolled;
+	/* The route must outlive this process (sandrun endpoint --keep): a
+	 * tunnel whose resolve says "ends_with_runner": true (a route held by
+	 * a process of the plugin's, as cloudflared's quick tunnels) is not
+	 * used. */
+	int keep;
 	unsigned attempts;      /* tries per source; 0: 4 */
 	unsigned backoff_ms;    /* first delay, doubled each time; 0: 500 */
 	unsigned probe_timeout_ms; /* 0: 5000 */

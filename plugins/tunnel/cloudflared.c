@@ -25,6 +25,8 @@
 
 #include "sandrun/plugin.h"
 
+#define GRACE "3s" /* cloudflared's --grace-period; release waits 5 s */
+
 #define POLL_MS 200
 #define TAIL_MAX 2048
 
@@ -103,6 +105,19 @@ static const char *last_line(qt *t, char *buf, size_t n)
 	return buf;
 }
 
+/* The quick tunnel's URL for t's service: https://HOST and the service's
+ * path and query. cloudflared ignores the path of --url (ValidateUrl in
+ * its ingress code keeps scheme and host) and forwards each request's own
+ * path, so the path is the URL's to carry. */
+static void public_url(const qt *t, char *url, size_t n)
+{
+	const char *p = strstr(t->local, "://");
+
+	p = p ? p + 3 : t->local;
+	p += strcspn(p, "/?#");
+	snprintf(url, n, "https://%s%.*s", t->hostname, (int)strcspn(p, "#"), p);
+}
+
 /* Answer every waiter of t: its URL, or the failure. */
 static void answer(qt *t, int status, const char *fmt, ...) SR_PRINTF(3, 4);
 static void answer(qt *t, int status, const char *fmt, ...)
@@ -112,11 +127,11 @@ static void answer(qt *t, int status, const char *fmt, ...)
 	waiter *w;
 
 	if (status == SR_OK) {
-		char url[300];
+		char url[4400];
 		json_t *j;
-		snprintf(url, sizeof(url), "https://%s", t->hostname);
-		j = json_pack("{s:s, s:{s:b, s:i}}", "url", url, "limits", "sse", 0,
-			      "max_in_flight", 200);
+		public_url(t, url, sizeof(url));
+		j = json_pack("{s:s, s:{s:b, s:i}, s:b}", "url", url, "limits", "sse", 0,
+			      "max_in_flight", 200, "ends_with_runner", 1);
 		json = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
 		if (!json) {
@@ -281,7 +296,9 @@ static void on_exit_proc(void *ud, int status, int sig)
 	release_check(c);
 }
 
-static qt *spawn(cf *c, const char *local)
+/* Start cloudflared for local; NULL with why and *status set when it
+ * cannot (SR_EINVAL: the binary cannot be started, which no retry mends). */
+static qt *spawn(cf *c, const char *local, char *why, size_t n, int *status)
 {
 	static const sr_proc_callbacks cbs = {
 		.size = sizeof(cbs),
@@ -290,25 +307,32 @@ static qt *spawn(cf *c, const char *local)
 		.on_exit = on_exit_proc,
 	};
 	char metrics[40];
-	const char *argv[] = { c->binary, "tunnel", "--no-autoupdate", "--url", local,
-			       "--metrics", metrics, NULL };
+	/* --grace-period: on SIGTERM cloudflared waits that long for requests
+	 * in flight, then ends (default 30 s); sandrun's own wait is longer. */
+	const char *argv[] = { c->binary, "tunnel", "--no-autoupdate", "--grace-period",
+			       GRACE, "--url", local, "--metrics", metrics, NULL };
 	sr_proc_spec spec = { .size = sizeof(spec), .argv = argv, .flags = SR_PROC_GROUP };
 	qt *t = calloc(1, sizeof(*t));
 
+	snprintf(why, n, "out of memory");
+	*status = SR_ENOMEM;
 	if (!t || !(t->local = strdup(local))) {
 		free(t);
 		return NULL;
 	}
 	t->cf = c;
 	if (!(t->mport = free_port())) {
+		snprintf(why, n, "no free port on 127.0.0.1 for cloudflared's metrics server");
+		*status = SR_EIO;
 		free(t->local);
 		free(t);
 		return NULL;
 	}
 	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", t->mport);
 	if (c->h->proc_spawn(c->h, &spec, &cbs, t, &t->proc) != SR_OK) {
-		c->h->log(c->h, SR_LOG_ERROR, "cannot start '%s' (set [tunnel.cloudflared] binary)",
-			  c->binary);
+		snprintf(why, n, "cannot start '%s' (set [tunnel.cloudflared] binary)", c->binary);
+		*status = SR_EINVAL;
+		c->h->log(c->h, SR_LOG_ERROR, "%s", why);
 		free(t->local);
 		free(t);
 		return NULL;
@@ -337,7 +361,9 @@ static int cf_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 		      void *ud)
 {
 	cf *c = self;
+	char why[600];
 	waiter *w;
+	int status;
 	qt *t;
 
 	if (!local_url ||
@@ -351,14 +377,14 @@ static int cf_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 		if (t->state != T_DEAD && strcmp(t->local, local_url) == 0)
 			break;
 	if (t && t->state == T_READY) {
-		char url[300];
+		char url[4400];
 		json_t *j;
 		char *s;
 		sr_result r = { .size = sizeof(r), .status = SR_OK };
 		int rc;
-		snprintf(url, sizeof(url), "https://%s", t->hostname);
-		j = json_pack("{s:s, s:{s:b, s:i}}", "url", url, "limits", "sse", 0,
-			      "max_in_flight", 200);
+		public_url(t, url, sizeof(url));
+		j = json_pack("{s:s, s:{s:b, s:i}, s:b}", "url", url, "limits", "sse", 0,
+			      "max_in_flight", 200, "ends_with_runner", 1);
 		s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 		json_decref(j);
 		if (!s)
@@ -370,9 +396,11 @@ static int cf_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 	}
 	if (!(w = calloc(1, sizeof(*w))))
 		return SR_ENOMEM;
-	if (!t && !(t = spawn(c, local_url))) {
+	if (!t && !(t = spawn(c, local_url, why, sizeof(why), &status))) {
+		sr_result r = { .size = sizeof(r), .status = status, .message = why };
 		free(w);
-		return SR_EIO;
+		/* The cause is the run's message, not a separate log line. */
+		return c->h->complete(c->h, done, ud, &r);
 	}
 	w->req = req;
 	w->done = done;
@@ -563,8 +591,11 @@ static void cf_fini(void *self)
 		if (t->waiters)
 			answer(t, SR_ECANCELED, "the plugin is stopping");
 		if (t->proc) {
-			c->h->proc_kill(t->proc, SIGKILL);
-			c->h->log(c->h, SR_LOG_WARN, "cloudflared for %s killed at exit", t->local);
+			/* A graceful stop: cloudflared unregisters its tunnel and
+			 * ends within its grace period, on its own (nothing here
+			 * waits any more). */
+			c->h->proc_kill(t->proc, SIGTERM);
+			c->h->log(c->h, SR_LOG_INFO, "cloudflared for %s stopped at exit", t->local);
 		}
 		free(t->local);
 		free(t->hostname);

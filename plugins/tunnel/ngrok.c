@@ -42,6 +42,7 @@ typedef struct op {
 	sr_done_fn done;
 	void *ud;
 	char *scheme, *host; /* the service, for resolve */
+	char *path;          /* its path and query, kept in the public URL */
 	int port;
 	int posted;          /* resolve: the create was sent */
 	char *name;          /* the tunnel being created or deleted */
@@ -144,6 +145,7 @@ static void op_free(op *o)
 	free(o->scheme);
 	free(o->host);
 	free(o->name);
+	free(o->path);
 	free(o);
 }
 
@@ -323,9 +325,34 @@ static void forget(ngrok *n, const char *name)
 		}
 }
 
+/* Where the service's path and query start in url ("" when it has none). */
+static const char *path_of(const char *url)
+{
+	const char *p = strstr(url, "://");
+
+	p = p ? p + 3 : url;
+	return p + strcspn(p, "/?#");
+}
+
+/* The public URL reaches the service's own URL: ngrok forwards a request's
+ * path as it came, and its public_url has none (the agent API docs, "List
+ * Tunnels"), so the service's path and query are appended. */
 static void answer_url(op *o, const char *url)
 {
-	json_t *j = json_pack("{s:s}", "url", url);
+	size_t n = strlen(url);
+	char *full = malloc(n + strlen(o->path) + 1);
+	json_t *j;
+
+	if (!full) {
+		op_fail(o, SR_ENOMEM, "out of memory");
+		return;
+	}
+	memcpy(full, url, n + 1);
+	if (n && full[n - 1] == '/' && o->path[0] == '/')
+		full[--n] = 0;
+	strcpy(full + n, o->path);
+	j = json_pack("{s:s}", "url", full);
+	free(full);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	json_decref(j);
@@ -473,7 +500,8 @@ static int ng_resolve(void *self, uint64_t req, const char *local_url, sr_done_f
 	}
 	if (!(o = op_new(n, OP_RESOLVE, req, done, ud)))
 		return SR_ENOMEM;
-	if (!(o->scheme = strdup(scheme)) || !(o->host = strdup(host))) {
+	if (!(o->scheme = strdup(scheme)) || !(o->host = strdup(host)) ||
+	    !(o->path = strndup(path_of(local_url), strcspn(path_of(local_url), "#")))) {
 		op_free(o);
 		return SR_ENOMEM;
 	}

@@ -45,12 +45,21 @@ ep() { f=$1; shift; "$SANDRUN_BIN" -c "$T/$f" endpoint "$@"; }
 conf cf.conf
 expect "a quick tunnel is started and its name read" 0 ep cf.conf --json s3
 grep_in "  resolved through cloudflared" "$T/out" '"source":"tunnel","url":"https://[a-z]*-[a-z]*-[a-z]*-[0-9a-f]*.trycloudflare.com","via":"cloudflared"'
-grep_in "  started as a quick tunnel with its own metrics port" "$T/argv.log" '"argv":\["tunnel","--no-autoupdate","--url","http://127.0.0.1:'"$S3"'","--metrics","127.0.0.1:[0-9]*"\]'
+grep_in "  started as a quick tunnel with its own metrics port and a short grace period" "$T/argv.log" '"argv":\["tunnel","--no-autoupdate","--grace-period","3s","--url","http://127.0.0.1:'"$S3"'","--metrics","127.0.0.1:[0-9]*"\]'
 [ -z "$(running)" ] && ok "  and stopped at exit" || fail "  and stopped at exit"
 [ "$(routes)" = "[]" ] && ok "  its route is gone from the edge" || fail "  its route is gone from the edge: $(routes)"
-expect "--keep is still one resolution: a quick tunnel lives with its runner" 0 ep cf.conf --keep s3
-for _ in $(seq 20); do [ -z "$(running)" ] && break; sleep 0.1; done
+expect "--keep is refused: a quick tunnel lives with its runner" 1 ep cf.conf --keep s3
+grep_in "  says why" "$T/err" "tunnel 'cloudflared' cannot be kept: its route ends with this process"
+grep -q "trycloudflare.com" "$T/out" && fail "  prints no URL that dies at exit" || ok "  prints no URL that dies at exit"
+for _ in $(seq 50); do [ -z "$(running)" ] && break; sleep 0.1; done
 [ -z "$(running)" ] && ok "  no cloudflared left behind" || fail "  no cloudflared left behind"
+grep -q "killed at exit" "$T/err" && fail "  stopped gracefully, never killed" || ok "  stopped gracefully, never killed"
+
+# cloudflared ignores the path of --url and forwards each request's own:
+# the public URL carries the service's path and query.
+conf path.conf "[endpoint.sub]" "url = http://127.0.0.1:$S3/sub/dir?x=1"
+expect "a service with a path" 0 ep path.conf sub
+grep_in "  keeps its path and query" "$T/out" '^https://[a-z]*-[a-z]*-[a-z]*-[0-9a-f]*.trycloudflare.com/sub/dir?x=1$'
 
 conf sse.conf "sse = yes"
 expect "a service that needs SSE is not sent through a quick tunnel" 1 ep sse.conf s3
@@ -80,7 +89,9 @@ grep_in "  the death is logged" "$T/err" "cloudflared for http://127.0.0.1:$S3 (
 
 conf missing.conf "[tunnel.cloudflared]" "binary = $T/no-such-cloudflared"
 expect "a missing cloudflared binary" 1 ep missing.conf --attempts 1 s3
-grep_in "  is named" "$T/err" "cannot start '$T/no-such-cloudflared'"
+grep_in "  is named in the failure itself" "$T/err" "^sandrun: .*tunnel 'cloudflared' could not resolve the service: cannot start '$T/no-such-cloudflared' (set \[tunnel.cloudflared\] binary)"
+grep -q "input/output error" "$T/err" && fail "  not as an I/O error" || ok "  not as an I/O error"
+grep -q "try 1 of" "$T/err" && fail "  and not tried again" || ok "  and not tried again"
 SANDRUN_RUNNER_HARNESSES= "$SANDRUN_BIN" -c "$T/missing.conf" doctor >"$T/out" 2>&1
 grep_in "  doctor fails it" "$T/out" "FAIL.*tunnel cloudflared"
 SANDRUN_RUNNER_HARNESSES= "$SANDRUN_BIN" -c "$T/cf.conf" doctor >"$T/out" 2>&1

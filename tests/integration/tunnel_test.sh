@@ -140,6 +140,12 @@ expect "--keep leaves it" 0 ep make.conf --keep new
 tunnels | grep -q "^sandrun-$S3B-[0-9a-f]* https://.* http://127.0.0.1:$S3B$" && ok "  in the agent" || fail "  in the agent: $(tunnels)"
 expect "  and the next resolution finds it" 0 ep make.conf new
 [ "$(cat "$T/out")" = "$(tunnels | awk '{print $2}')" ] && ok "  the same URL" || fail "  the same URL"
+# ngrok forwards each request's path, and its public_url has none: the
+# answer carries the service's path and query.
+conf path.conf daytona ngrok "[endpoint.sub]" "url = http://127.0.0.1:$S3B/sub/dir?x=1"
+expect "a service with a path, through the same tunnel" 0 ep path.conf sub
+[ "$(cat "$T/out")" = "$(tunnels | awk '{print $2}')/sub/dir?x=1" ] && ok "  keeps its path and query" ||
+	fail "  keeps its path and query ($(cat "$T/out"))"
 [ "$(tunnels | wc -l)" -eq 1 ] && ok "  and does not delete what it did not create" || fail "  and does not delete what it did not create"
 conf nocreate.conf daytona ngrok "[endpoint.other]" "url = http://127.0.0.1:$S3C" "[tunnel.ngrok]" "create = no"
 expect "create = no: no tunnel, no route" 1 ep nocreate.conf other
