@@ -2,7 +2,7 @@
 # Turns on provider = daytona against the Daytona emulator
 # (tests/emulators/daytona.mjs) with the real claude adapter and the
 # scripted model: a platform tool through the relay bridge, a second turn
-# on the parked sandbox, a dropped log stream, a runner killed mid-call,
+# on the parked sandbox, failed reads of the agent's output, a runner killed mid-call,
 # and the janitor.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 S=$SANDRUN_BIN
@@ -87,7 +87,7 @@ grep_in "it was stopped and started again" "$T/ev2" '"state":"stopped","operatio
 grep_in "session/load" "$T/ev2" '"method":"session/load"'
 grep_in "turn 2 answers" "$T/ev2" '"text":"second turn ok"'
 
-# The agent's log stream is cut while a tool runs: re-attached, the turn
+# Reads of the agent's output fail while a tool runs: read again, the turn
 # goes on, the tool ran once. Before it, the shim the session recorded is
 # removed from the sandbox: the turn finds it missing and uploads it.
 rm -f "$shim_file"
@@ -95,7 +95,9 @@ $drive "$T/ev3" - - "$S" run --json --session "$session" --tools "$T/tools.json"
 	--model-url "$url" "be slow" >/dev/null 2>&1 &
 runner=$!
 wait_grep "$T/ev3" '"type":"tool.call"'
-curl -s -X POST "$admin/streams/drop" >/dev/null && ok "streams dropped" || fail "streams dropped"
+curl -s -X POST -H 'Content-Type: application/json' \
+	--data '{"route":"GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs","status":502,"count":3}' \
+	"$admin/faults" | grep -q '"status":502' && ok "reads of the agent's output fail" || fail "reads of the agent's output fail"
 wait $runner; rc=$?
 [ "$rc" -eq 0 ] && ok "the turn survived the drop" || fail "the turn survived the drop (exit $rc)"
 [ -x "$shim_file" ] && ok "a missing shim was uploaded again" || fail "a missing shim was uploaded again"

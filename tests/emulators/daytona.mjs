@@ -7,7 +7,7 @@
 //
 // Usage: node daytona.mjs [--state-dir DIR] [--api-key KEY] [--port N]
 //                         [--transition-ms MS] [--log FILE] [--egress-port N]
-//                         [--egress-host NAME=127.0.0.1:PORT]...
+//                         [--egress-host NAME=127.0.0.1:PORT]... [--http-follow]
 // (env: DAYTONA_EMU_STATE_DIR, DAYTONA_EMU_API_KEY, DAYTONA_EMU_PORT,
 //  DAYTONA_EMU_TRANSITION_MS, DAYTONA_EMU_EGRESS_PORT, DAYTONA_EMU_EGRESS_HOSTS
 //  (NAME=127.0.0.1:PORT,...); defaults: a temporary dir removed at exit,
@@ -35,7 +35,11 @@ let stateDirArg = arg('--state-dir') ?? process.env.DAYTONA_EMU_STATE_DIR;
 const tempState = !stateDirArg;
 const STATE = stateDirArg ? path.resolve(stateDirArg) : fs.mkdtempSync(path.join(os.tmpdir(), 'daytona-emu-'));
 fs.mkdirSync(path.join(STATE, 'sandboxes'), { recursive: true });
-const config = { transitionMs: Number(arg('--transition-ms') ?? process.env.DAYTONA_EMU_TRANSITION_MS ?? 50) };
+const config = { transitionMs: Number(arg('--transition-ms') ?? process.env.DAYTONA_EMU_TRANSITION_MS ?? 50),
+  // Not the daemon's behaviour (it follows over a WebSocket only): a plain GET
+  // with ?follow=true streams until the command ends. Off by default; for a
+  // bench that measures that transport.
+  httpFollow: process.argv.includes('--http-follow') };
 const ORG = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
 const DAEMON_VERSION = '0.218.0-emulator';
 let BASE = '';
@@ -441,18 +445,35 @@ function runSessionCommand(sb, sess, cmd) {
       `{ ${cmd.command}\n}\n__dtn_rc=$?; export -p >${shq(envf)}.tmp && mv ${shq(envf)}.tmp ${shq(envf)}; pwd >${shq(cwdf)}; exit $__dtn_rc`;
     const child = spawnIn(sb, script);
     cmd.child = child;
-    child.stdout.on('data', (d) => cmd.push(1, d));
-    child.stderr.on('data', (d) => cmd.push(2, d));
+    child.stdout.on('data', (d) => cmd.line(1, d));
+    child.stderr.on('data', (d) => cmd.line(2, d));
     child.on('exit', (code, signal) => {
-      cmd.exitCode = code ?? 128 + (os.constants.signals[signal] || 9);
-      // Output a background child still writes keeps coming, but the command is over.
-      setTimeout(() => { cmd.done(); resolve(); }, 20);
+      // The exit code is written once the labelers have flushed the log
+      // (cmdWrapperFormat, apps/daemon/pkg/session/execute.go): a client that
+      // sees it reads the whole output. Output a background child still
+      // writes keeps coming, but the command is over.
+      setTimeout(() => {
+        cmd.flush();
+        cmd.exitCode = code ?? 128 + (os.constants.signals[signal] || 9);
+        cmd.done(); resolve();
+      }, 20);
     });
   });
 }
 function enqueueCommand(sb, sess, command) {
   const cmd = { id: uuid(), command, exitCode: undefined, chunks: [], listeners: new Set(), ended: false, killed: false,
     push(kind, data) { this.chunks.push({ kind, data }); for (const l of this.listeners) l.data(kind, data); },
+    // The daemon's labelers read each stream line by line (`while IFS= read -r line || [ -n "$line" ]`,
+    // cmdWrapperFormat): a line reaches the log once its newline comes, a last line without
+    // one gets one, NUL bytes are lost.
+    partial: { 1: Buffer.alloc(0), 2: Buffer.alloc(0) },
+    line(kind, data) {
+      const all = Buffer.concat([this.partial[kind], Buffer.from(data.filter((b) => b !== 0))]);
+      const end = all.lastIndexOf(10) + 1;
+      this.partial[kind] = all.subarray(end);
+      if (end) this.push(kind, all.subarray(0, end));
+    },
+    flush() { for (const k of [1, 2]) if (this.partial[k].length) this.line(k, Buffer.from('\n')); },
     done() { if (this.ended) return; this.ended = true; for (const l of [...this.listeners]) l.end(); this.child?.stdin?.end(); } };
   cmd.finished = new Promise((r) => { const d = cmd.done.bind(cmd); cmd.done = () => { d(); r(); }; });
   sess.commands.push(cmd);
@@ -761,7 +782,11 @@ on('POST', '/toolbox/{id}/process/session/{sid}/exec', async (c) => {
 on('GET', '/toolbox/{id}/process/session/{sid}/command/{cid}', (c) => send(c.res, 200, commandDto(findCommand(c.sb, c.p.sid, c.p.cid).cmd)));
 on('GET', '/toolbox/{id}/process/session/{sid}/command/{cid}/logs', (c) => {
   const { cmd } = findCommand(c.sb, c.p.sid, c.p.cid);
-  if (c.query.get('follow') === 'true') return followHttp(c.res, c.sb, cmd);
+  // The log file exists once the command's wrapper runs; before, os.ReadFile fails.
+  if (!cmd.child && cmd.exitCode === undefined) fail(404, 'not found: open output.log: no such file or directory', 'NOT_FOUND');
+  // Without a WebSocket upgrade, ?follow is ignored: the log so far (GetSessionCommandLogs,
+  // apps/daemon/pkg/session/log.go). With --http-follow, the emulator's own streamed follow.
+  if (c.query.get('follow') === 'true' && config.httpFollow) return followHttp(c.res, c.sb, cmd);
   const l = logsOf(cmd);
   if (sdkVersionAtLeast(c.req, [0, 167, 0])) return send(c.res, 200, l);
   send(c.res, 200, l.output);

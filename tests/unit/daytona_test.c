@@ -743,27 +743,70 @@ Test(daytona, exec_is_a_duplex_channel_with_stderr_kept_apart)
 	cr_assert_eq(sr__provider_channel_close_input(p, 7), SR_ENOTFOUND);
 }
 
-Test(daytona, a_dropped_output_stream_is_reattached_without_repeating_output)
+/* The daemon answers a plain GET of the log with the log so far (a
+ * follow is a WebSocket's): the log is read again, output that arrives in
+ * pieces is delivered once, in order. */
+Test(daytona, the_log_is_read_again_and_nothing_is_delivered_twice)
 {
-	const char *argv[] = { "sh", "-c", "echo one; read x; echo two:$x", NULL };
+	const char *argv[] = { "sh", "-c", "echo one; sleep 1; echo two; read x; echo three:$x", NULL };
 	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
 	out o = { 0 };
-	char body[256];
 	char *id;
 
 	start("");
 	id = create();
 	cr_assert_eq(sr__provider_exec(p, 8, id, &spec, &o_cbs, &o), SR_OK);
-	RUN_UNTIL(strstr(o.buf, "one\n"), 10000);
-	cr_assert(strstr(o.buf, "one\n"), "%s", o.buf);
-	reset_calls();
-	cr_assert_eq(admin("POST", "/_emulator/streams/drop", NULL, body, sizeof(body)), 200);
-	cr_assert(strstr(body, "\"dropped\":1"), "%s", body);
+	RUN_UNTIL(strstr(o.buf, "two\n"), 10000);
+	cr_assert_str_eq(o.buf, "one\ntwo\n");
+	cr_assert_geq(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs"), 2);
 	cr_assert_eq(sr__provider_channel_write(p, 8, "z\n", 2), SR_OK);
 	RUN_UNTIL(o.exited || o.failed, 15000);
 	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, "one\ntwo\nthree:z\n");
+}
+
+/* A quiet process is not taken for a lost one: reads that bring nothing
+ * go on (and slow down) for as long as the command runs. */
+Test(daytona, a_process_quiet_for_a_while_is_waited_for)
+{
+	const char *argv[] = { "sh", "-c", "sleep 4; echo late", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+	int reads;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 15, id, &spec, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 20000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
+	cr_assert_str_eq(o.buf, "late\n");
+	/* At most one read per POLL_MIN_MS at first, then per 400 ms. */
+	reads = calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs");
+	cr_assert(reads >= 5 && reads <= 25, "%d reads in 4 s", reads);
+}
+
+/* Reads that fail are tried again: what was delivered is not delivered
+ * again. */
+Test(daytona, a_failed_read_of_the_log_is_tried_again_without_repeating_output)
+{
+	const char *argv[] = { "sh", "-c", "echo one; read x; echo two:$x", NULL };
+	sr_exec_spec spec = { sizeof(spec), argv, NULL, 0, NULL, NULL, 0 };
+	out o = { 0 };
+	char *id;
+
+	start("");
+	id = create();
+	cr_assert_eq(sr__provider_exec(p, 16, id, &spec, &o_cbs, &o), SR_OK);
+	RUN_UNTIL(strstr(o.buf, "one\n"), 10000);
+	cr_assert(strstr(o.buf, "one\n"), "%s", o.buf);
+	reset_calls();
+	fault("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs", 502, 2, 0);
+	cr_assert_eq(sr__provider_channel_write(p, 16, "z\n", 2), SR_OK);
+	RUN_UNTIL(o.exited || o.failed, 15000);
+	cr_assert(o.exited, "failed %d: %s", o.failed, o.fmsg);
 	cr_assert_str_eq(o.buf, "one\ntwo:z\n");
-	cr_assert_geq(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs"), 1);
+	cr_assert_geq(calls("GET /toolbox/{id}/process/session/{sid}/command/{cid}/logs"), 3);
 }
 
 Test(daytona, a_stream_that_cannot_come_back_fails_the_channel_loudly)

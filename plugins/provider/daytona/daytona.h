@@ -137,10 +137,13 @@ struct dy_chan {
 	sr_timer *wtimer;         /* an input POST waiting to be tried again */
 	int w409;                 /* 409s in a row: the command not started yet */
 	sr_timer *timer;
+	sr_timer *ptimer;         /* the wait before the next read of the log */
+	unsigned idle_ms;         /* that wait: doubles while nothing comes */
 	char *command;            /* exec: the shell command; watch: the dir */
 	char *cwd;                /* exec: the asked directory, or NULL */
-	uint64_t delivered, skip; /* stdout bytes given out; to skip on re-attach */
-	int stream_http, progress, stream_clean, stream_idle;
+	uint64_t delivered, skip; /* stdout bytes given out; to skip when read again */
+	int stream_http, progress, stream_clean;
+	int final_read;           /* the exit is known: this read is the last */
 	int reattach_fails;
 	int ended, ending, ending_status;
 	char *ending_msg;

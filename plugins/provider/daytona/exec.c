@@ -4,13 +4,20 @@
  * its output (suppressInputEcho: the daemon's SendInput appends what it
  * writes to the command's log unless told not to), its stdin fed through the
  * input endpoint in whole lines (one POST at a time, in order; the daemon
- * appends a newline to any input that lacks one), its stdout followed over
- * plain chunked HTTP (logs?follow=true). That stream merges stdout and
- * stderr, so the process's stderr goes to a file in the sandbox and is
- * read when it exits. A stream that drops is re-attached (the log is
- * replayed from its start: what was delivered is skipped); one that keeps
- * dropping without progress fails the channel with on_failed, so a run
- * never hangs on it. Signals go through process/execute and kill(1).
+ * appends a newline to any input that lacks one), its stdout read from
+ * the command's log. The daemon follows a log over a WebSocket only: a
+ * plain GET of .../logs answers the log so far, whatever ?follow says
+ * (GetSessionCommandLogs, apps/daemon/pkg/session/log.go), so the log is
+ * read again and again: at once while output comes, then after a wait that
+ * doubles from POLL_MIN_MS to POLL_MAX_MS while it does not (back to the
+ * shortest when input is written), asking for the command's exit code when
+ * a read brings nothing; once the exit is known, one last read. Each read
+ * is the whole log: what was delivered is skipped. The log merges stdout
+ * and stderr (sandrun sends no SDK version, so the daemon strips its
+ * stream markers), so the process's stderr goes to a file in the sandbox
+ * and is read when it exits. A read that fails is tried again; reads that
+ * keep failing fail the channel with on_failed, so a run never hangs on
+ * them. Signals go through process/execute and kill(1).
  *
  * watch: the directory is listed every watch interval; each new name is
  * an event (the first listing reports what is there).
@@ -24,7 +31,9 @@
 
 #include "daytona.h"
 
-#define REATTACH_MAX 5       /* consecutive drops without progress */
+#define REATTACH_MAX 5       /* consecutive failed reads of the log */
+#define POLL_MIN_MS 20
+#define POLL_MAX_MS 400
 #define STDERR_MAX (64u << 10)
 #define DY_LINE_MAX (16u << 20) /* an input line held for its newline */
 #define WATCH_MS 250
@@ -73,6 +82,8 @@ static void chan_free(dy_chan *c)
 		c->d->host->timer_stop(c->timer);
 	if (c->wtimer)
 		c->d->host->timer_stop(c->wtimer);
+	if (c->ptimer)
+		c->d->host->timer_stop(c->ptimer);
 	json_decref(c->seen);
 	free(c->id);
 	free(c->toolbox);
@@ -114,6 +125,10 @@ static void chan_quiesce(dy_chan *c)
 	if (c->wtimer) {
 		h->timer_stop(c->wtimer);
 		c->wtimer = NULL;
+	}
+	if (c->ptimer) {
+		h->timer_stop(c->ptimer);
+		c->ptimer = NULL;
 	}
 }
 
@@ -211,6 +226,7 @@ static void fail_from(dy_chan *c, const sr_result *r, const char *what)
 /* -------------------------------------------------------------- writes */
 
 static void write_next(dy_chan *c);
+static void poll_sooner(dy_chan *c);
 
 static void write_again(void *ud)
 {
@@ -266,6 +282,7 @@ static void on_written(void *ud, const sr_result *r)
 		return;
 	}
 	c->w409 = 0;
+	poll_sooner(c);
 	w = c->wq;
 	c->wq = w->next;
 	if (!c->wq)
@@ -421,7 +438,9 @@ int dy__channel_signal(void *self, uint64_t req, int signum)
 /* ------------------------------------------------------------- follow */
 
 static void follow(dy_chan *c);
+static void follow_later(void *ud);
 static void check_command(dy_chan *c);
+static void fetch_stderr(dy_chan *c);
 
 static void on_stream_headers(void *ud, int http_status, const char *headers_json)
 {
@@ -460,13 +479,48 @@ static void on_stream_done(void *ud, const sr_result *r)
 	if (c->ended)
 		return;
 	c->stream_clean = r->status == SR_OK && c->stream_http == 200;
-	c->stream_idle = r->status == SR_ETIMEDOUT && c->stream_http == 200;
-	if (!c->stream_clean && !c->stream_idle)
+	if (!c->stream_clean) {
 		c->d->host->log(c->d->host, SR_LOG_INFO,
-				"sandbox '%s': the process's output stream dropped (%s, HTTP %d); "
+				"sandbox '%s': a read of the process's output failed (%s, HTTP %d); "
 				"checking the command", c->id, c->d->host->strerror(r->status),
 				c->stream_http);
+		c->final_read = 0; /* not the last read: it read nothing */
+		check_command(c);
+		return;
+	}
+	c->reattach_fails = 0;
+	if (c->final_read) {
+		fetch_stderr(c); /* everything the command wrote is delivered */
+		return;
+	}
+	if (c->progress) {
+		c->idle_ms = POLL_MIN_MS;
+		follow(c); /* more may be there already */
+		return;
+	}
 	check_command(c);
+}
+
+/* Read the log again after the current wait, doubled for the next. */
+static void follow_after_wait(dy_chan *c)
+{
+	unsigned wait = c->idle_ms ? c->idle_ms : POLL_MIN_MS;
+
+	c->idle_ms = wait * 2 > POLL_MAX_MS ? POLL_MAX_MS : wait * 2;
+	c->ptimer = c->d->host->timer_start(c->d->host, wait, 0, follow_later, c);
+	if (!c->ptimer)
+		chan_end(c, SR_ENOMEM, "daytona: cannot start a timer");
+}
+
+/* Input was written: its answer may come soon, so the next read too. */
+static void poll_sooner(dy_chan *c)
+{
+	c->idle_ms = POLL_MIN_MS;
+	if (!c->ptimer)
+		return;
+	c->d->host->timer_stop(c->ptimer);
+	c->ptimer = NULL;
+	follow_after_wait(c);
 }
 
 static void follow(dy_chan *c)
@@ -484,8 +538,12 @@ static void follow(dy_chan *c)
 		h->timer_stop(c->timer);
 		c->timer = NULL;
 	}
-	snprintf(url, sizeof(url), "%s/process/session/%s/command/%s/logs?follow=true",
-		 c->toolbox, c->sid, c->cid);
+	if (c->ptimer) {
+		h->timer_stop(c->ptimer);
+		c->ptimer = NULL;
+	}
+	snprintf(url, sizeof(url), "%s/process/session/%s/command/%s/logs", c->toolbox, c->sid,
+		 c->cid);
 	rq.url = url;
 	dy__headers(c->d, hdr, &rq.n_headers, NULL);
 	c->skip = c->delivered;
@@ -494,13 +552,17 @@ static void follow(dy_chan *c)
 	rc = h->http_stream(h, &rq, &cbs, c, &c->stream);
 	if (rc != SR_OK) {
 		c->stream = NULL;
-		chan_end(c, rc, "daytona: cannot follow the process's output");
+		chan_end(c, rc, "daytona: cannot read the process's output");
 	}
 }
 
 static void follow_later(void *ud)
 {
-	follow(ud);
+	dy_chan *c = ud;
+
+	c->d->host->timer_stop(c->ptimer);
+	c->ptimer = NULL;
+	follow(c);
 }
 
 static void stderr_got(void *ud, const sr_result *r)
@@ -572,7 +634,8 @@ static void command_checked(void *ud, const sr_result *r)
 	if (r->status != SR_OK) {
 		if (r->status == SR_ENOTFOUND || r->status == SR_ESTATE || r->status == SR_EPERM ||
 		    ++c->reattach_fails > REATTACH_MAX) {
-			fail_from(c, r, "the output stream was lost and the command cannot be found");
+			fail_from(c, r, "the process's output cannot be read and the command "
+				  "cannot be found");
 			return;
 		}
 		wait = 250u << (c->reattach_fails < 4 ? c->reattach_fails : 4);
@@ -588,28 +651,28 @@ static void command_checked(void *ud, const sr_result *r)
 		c->have_exit = 1;
 	}
 	json_decref(j);
-	if (c->have_exit && c->stream_clean) {
-		fetch_stderr(c);
-		return;
-	}
-	/* Running, or exited with output perhaps not all read: follow
-	 * again (an ended command's log is replayed whole and ends). */
-	if (c->stream_idle || c->progress)
-		c->reattach_fails = 0;
-	else if (++c->reattach_fails > REATTACH_MAX) {
+	if (!c->stream_clean && ++c->reattach_fails > REATTACH_MAX) {
 		char msg[600];
-		snprintf(msg, sizeof(msg), "daytona: sandbox '%s': the process's output stream "
-			 "dropped %d times in a row without output; giving up", c->id,
-			 REATTACH_MAX);
+		snprintf(msg, sizeof(msg), "daytona: sandbox '%s': the process's output could not "
+			 "be read %d times in a row; giving up", c->id, REATTACH_MAX);
 		chan_end(c, SR_EIO, msg);
 		return;
 	}
-	if (c->have_exit)
-		c->have_exit = 0; /* known again when the drained stream ends */
-	wait = c->reattach_fails ? 250u << (c->reattach_fails < 4 ? c->reattach_fails : 4) : 0;
-	c->timer = c->d->host->timer_start(c->d->host, wait, 0, follow_later, c);
-	if (!c->timer)
-		chan_end(c, SR_ENOMEM, "daytona: cannot start a timer");
+	if (c->have_exit) {
+		/* The exit code is written once the output is: one more read
+		 * takes what came since the last. */
+		c->final_read = 1;
+		follow(c);
+		return;
+	}
+	if (!c->stream_clean) {
+		wait = 250u << (c->reattach_fails < 4 ? c->reattach_fails : 4);
+		c->ptimer = c->d->host->timer_start(c->d->host, wait, 0, follow_later, c);
+		if (!c->ptimer)
+			chan_end(c, SR_ENOMEM, "daytona: cannot start a timer");
+		return;
+	}
+	follow_after_wait(c); /* running, quiet */
 }
 
 static void command_answer(dy_op *op, const dy_resp *r)
