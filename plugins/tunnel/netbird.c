@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -495,21 +496,29 @@ static void release_done(op *o, int status, const char *message)
 	op_end(o, status, NULL, status == SR_OK ? NULL : message);
 }
 
-/* Gone: deleted now, or not there. A 404 is also how NetBird answers an
- * unknown token ("invalid token"): that is not gone. */
+/* Gone: deleted now, or not there. A 404 is also how NetBird answers a
+ * token it does not know ("invalid token: pat: HASH not found",
+ * checkPATFromRequest and util.WriteError): that is not gone. A group that
+ * is not there is a 400 "group: ID not found" (deleteGroup answers every
+ * error of DeleteGroups with 400): that is gone. */
 static int deleted(const sr_result *r)
 {
 	long s = http_status(r);
+	const char *msg;
 	json_t *b;
-	int gone;
+	int gone = 0;
 
 	if (s == 200 || s == 204)
 		return 1;
-	if (s != 404)
+	if (s != 404 && s != 400)
 		return 0;
 	b = body_of(r);
-	gone = !json_is_string(json_object_get(b, "message")) ||
-	       strcmp(json_string_value(json_object_get(b, "message")), "invalid token") != 0;
+	msg = json_string_value(json_object_get(b, "message"));
+	if (s == 404)
+		gone = !msg || strncasecmp(msg, "invalid token", 13) != 0;
+	else
+		gone = msg && strncmp(msg, "group: ", 7) == 0 &&
+		       strlen(msg) > 10 && strcmp(msg + strlen(msg) - 10, " not found") == 0;
 	json_decref(b);
 	return gone;
 }

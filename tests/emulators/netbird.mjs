@@ -2,8 +2,14 @@
 // An emulator of NetBird's management REST API (shared/management/http/api/
 // openapi.yml) for the tunnel tests, on 127.0.0.1, with the real server's
 // quirks (see shared/protocols/tunnels.md):
-//  - auth "Authorization: Token nbp_..."; none: 401; a well-formed unknown
-//    token: 404 {"message":"invalid token","code":404};
+//  - auth "Authorization: Token nbp_..."; none: 401; a token that is not a
+//    PAT (40 characters: nbp_, a 30-character secret, its CRC-32 in base62
+//    padded to 6; extractPATFromToken, management/server/auth/manager.go):
+//    401 "token invalid"; a well-formed unknown token: 404 "invalid token:
+//    pat: <base64 of its SHA-256> not found" (util.WriteError lowercases);
+//  - a group that is not there cannot be deleted: 400 "group: ID not found"
+//    (deleteGroup answers every DeleteGroups error with 400); nor "All":
+//    400; a duplicate group name: 409;
 //  - errors {"message","code"}; creates answer 200; deletes 200 {};
 //  - a new account has the group "All" and the all-to-all policy "Default";
 //  - ?name= filters are SQL LIKE '%x%' (case-insensitive, _ and % wildcards);
@@ -23,18 +29,38 @@
 // call fail once.
 //
 // Usage: node netbird.mjs --token nbp_... [--runner NAME]
+//        node netbird.mjs --mint-token   (prints a new well-formed PAT)
 // Prints {"url": "http://127.0.0.1:PORT"} once listening. The runner's own
 // peer (default "runner", 100.64.0.1) is in group "runners".
 import http from "node:http";
 import crypto from "node:crypto";
 
+// A PAT as NetBird makes one (generateNewToken, management/server/types/
+// personal_access_token.go): nbp_ + 30 base62 characters + the CRC-32 of
+// those in base62 (netbird's base62 package), left-padded with 0 to 6.
+const B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+function crc32(buf) {
+  let c = ~0;
+  for (const b of buf) { c ^= b; for (let k = 0; k < 8; k++) c = (c >>> 1) ^ (0xEDB88320 & -(c & 1)); }
+  return ~c >>> 0;
+}
+function b62(n) { let s = ""; do { s = B62[n % 62] + s; n = Math.floor(n / 62); } while (n > 0); return s; }
+const checksum = (secret) => b62(crc32(Buffer.from(secret))).padStart(6, "0");
+const wellFormed = (t) => t.length === 40 && t.startsWith("nbp_") && [...t.slice(4)].every((ch) => B62.includes(ch)) &&
+  checksum(t.slice(4, 34)) === t.slice(34);
 const args = process.argv.slice(2);
+if (args[0] === "--mint-token") {
+  const secret = [...crypto.randomBytes(30)].map((b) => B62[b % 62]).join("");
+  console.log(`nbp_${secret}${checksum(secret)}`);
+  process.exit(0);
+}
 let token = null, runnerName = "runner";
 for (let i = 0; i < args.length; i++) {
   if (args[i] === "--token") token = args[++i];
   else if (args[i] === "--runner") runnerName = args[++i];
 }
 if (!token) { console.error("netbird emulator: --token is required"); process.exit(2); }
+if (!wellFormed(token)) { console.error("netbird emulator: --token is not a well-formed PAT (see --mint-token)"); process.exit(2); }
 
 const id = () => crypto.randomBytes(10).toString("hex").slice(0, 20);
 const groups = new Map(), policies = new Map(), keys = new Map(), peers = new Map();
@@ -114,24 +140,25 @@ const server = http.createServer((req, res) => {
     }
     const auth = req.headers.authorization || "";
     if (!auth) return err(res, 401, "no valid authentication provided");
-    const m = auth.match(/^Token (nbp_[A-Za-z0-9]{30,})$/);
-    if (!m) return err(res, 401, "token invalid");
-    if (m[1] !== token) return err(res, 404, "invalid token");
+    const m = auth.match(/^Token (\S+)$/i);
+    if (!m || !wellFormed(m[1])) return err(res, 401, "token invalid");
+    if (m[1] !== token)
+      return err(res, 404, `invalid token: pat: ${crypto.createHash("sha256").update(m[1]).digest("base64")} not found`);
 
     let r;
     if (path === "/api/groups" && req.method === "GET") return send(res, 200, [...groups.values()].map(groupOut));
     if (path === "/api/groups" && req.method === "POST") {
       if (!body?.name) return err(res, 422, "group name shouldn't be empty");
-      if ([...groups.values()].some((g) => g.name === body.name)) return err(res, 422, "group with name " + body.name + " already exists");
+      if ([...groups.values()].some((g) => g.name === body.name)) return err(res, 409, "group with name " + body.name + " already exists");
       const g = addGroup(body.name);
       return send(res, 200, groupOut(g));
     }
     if ((r = path.match(/^\/api\/groups\/([^/]+)$/))) {
       const g = groups.get(r[1]);
-      if (!g) return err(res, 404, `group: ${r[1]} not found`);
+      if (!g) return err(res, req.method === "DELETE" ? 400 : 404, `group: ${r[1]} not found`);
       if (req.method === "GET") return send(res, 200, groupOut(g));
       if (req.method === "DELETE") {
-        if (g.name === "All") return err(res, 405, "deleting group ALL is not allowed");
+        if (g.name === "All") return err(res, 400, "deleting group ALL is not allowed");
         const k = [...keys.values()].find((x) => x.auto_groups.includes(g.id));
         if (k) return err(res, 400, `group has been linked to setup key: ${k.name}`);
         const p = [...policies.values()].find((x) => x.rules.some((ru) => ru.sources?.includes(g.id) || ru.destinations?.includes(g.id)));
@@ -144,7 +171,7 @@ const server = http.createServer((req, res) => {
     if (path === "/api/policies" && req.method === "POST") {
       if (!body?.name || !Array.isArray(body.rules) || !body.rules.length) return err(res, 422, "policy must have a name and at least one rule");
       for (const ru of body.rules) {
-        for (const gid of [...(ru.sources || []), ...(ru.destinations || [])]) if (!groups.has(gid)) return err(res, 422, `group ${gid} not found`);
+        for (const gid of [...(ru.sources || []), ...(ru.destinations || [])]) if (!groups.has(gid)) return err(res, 422, `invalid auto groups: group not found: ${gid}`);
         if (!["all", "tcp", "udp", "icmp"].includes(ru.protocol)) return err(res, 422, `invalid protocol ${ru.protocol}`);
         if ((ru.ports || []).some((p) => !/^\d+$/.test(p))) return err(res, 422, "invalid port");
       }
@@ -163,8 +190,8 @@ const server = http.createServer((req, res) => {
       if (!body?.name) return err(res, 422, "setup key name shouldn't be empty");
       if (!["one-off", "reusable"].includes(body.type)) return err(res, 422, "invalid setup key type");
       const ag = body.auto_groups || [];
-      if (ag.includes(all.id)) return err(res, 422, "can't add All group to the setup key");
-      for (const gid of ag) if (!groups.has(gid)) return err(res, 422, `group ${gid} not found`);
+      if (ag.includes(all.id)) return err(res, 422, "invalid auto groups: can't add 'All' group to the setup key");
+      for (const gid of ag) if (!groups.has(gid)) return err(res, 422, `invalid auto groups: group not found: ${gid}`);
       if (body.type === "one-off" && (body.usage_limit || 1) > 1) return err(res, 422, "one-off setup key can only be used once");
       const secs = Number(body.expires_in || 0);
       if (secs && (secs < 86400 && secs < 1)) return err(res, 422, "expiration has to be positive");

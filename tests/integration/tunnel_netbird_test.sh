@@ -10,7 +10,8 @@
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 command -v node >/dev/null || missing "node is not installed (scripts/check installs it)"
 CLIENT="$SANDRUN_SRCDIR/tests/emulators/netbird"
-TOKEN=nbp_$(head -c 64 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 36)
+# A PAT as NetBird makes them (its checksum checked like the server's).
+TOKEN=$(node "$SANDRUN_SRCDIR/tests/emulators/netbird.mjs" --mint-token)
 umask 077
 printf '%s\n' "$TOKEN" >"$T/token"
 umask 022
@@ -181,22 +182,40 @@ find "$T/dtn" -name 'tunnel.key' | grep -q . && fail "  no key file is left in t
 	ok "  no key file is left in the sandbox"
 
 # ---- bad configuration and a bad token ----
-printf 'nbp_%036d\n' 7 >"$T/wrong"
+node "$SANDRUN_SRCDIR/tests/emulators/netbird.mjs" --mint-token >"$T/wrong"
 TOKEN_FILE=$T/wrong conf wrong.conf "delete_default = yes"
 expect "a token the server does not know" 1 nbt wrong.conf enrol sbx4 --port 9000 --key-file "$T/k4"
-grep_in "  is named as the likely cause" "$T/err" "invalid token (check the personal access token in \[tunnel.netbird\] token_file)"
+grep_in "  is named as the likely cause" "$T/err" "HTTP 404: invalid token: pat: .* not found (check the personal access token in \[tunnel.netbird\] token_file)"
 grep -q "$TOKEN" "$T/err" "$T/out" && fail "  the token is in no output" || ok "  the token is in no output"
+printf 'nbp_%036d\n' 7 >"$T/malformed"
+TOKEN_FILE=$T/malformed conf malformed.conf "delete_default = yes"
+expect "a token that is no PAT" 1 nbt malformed.conf enrol sbx4 --port 9000 --key-file "$T/k4"
+grep_in "  is refused as NetBird does (401)" "$T/err" "HTTP 401: token invalid (check the personal access token in \[tunnel.netbird\] token_file)"
 printf 'not-a-token\n' >"$T/bad"
-# NetBird answers an unknown token with 404 "invalid token" (a token
-# revoked meanwhile): that is not "already gone", and the record stays.
+# NetBird answers an unknown token with 404 "invalid token: pat: HASH not
+# found" (a token revoked meanwhile): that is not "already gone", and the
+# record stays.
 expect "enrol sbx5" 0 nbt nb.conf enrol sbx5 --port 9000 --key-file "$T/k5"
 gid=$(state groups | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).find(g=>g.name==="sandrun-sbx5").id))')
-node -e 'fetch(process.argv[1]+"/emu/fail",{method:"POST",body:JSON.stringify({method:"DELETE",path:"/api/groups/"+process.argv[2],status:404,message:"invalid token"})})' "$API" "$gid" 2>/dev/null
+node -e 'fetch(process.argv[1]+"/emu/fail",{method:"POST",body:JSON.stringify({method:"DELETE",path:"/api/groups/"+process.argv[2],status:404,message:"invalid token: pat: x9Zq4fYc1J6yQb2X8p0vT3n5K7m1L2d4R6s8U0w2Y4A= not found"})})' "$API" "$gid" 2>/dev/null
 expect "a 404 invalid token on a delete fails the release" 1 nbt nb.conf release sbx5
-grep_in "  naming the token" "$T/err" "cannot delete the group: NetBird answered HTTP 404: invalid token"
+grep_in "  naming the token" "$T/err" "cannot delete the group: NetBird answered HTTP 404: invalid token: pat:"
 expect "  and the record is kept" 0 nbt nb.conf list
 grep_in "  (sbx5 listed)" "$T/out" "^sbx5 "
 [ "$(names groups)" = "All runners sandrun-sbx5" ] && ok "  the group is still there" || fail "  groups: $(names groups)"
+# A group someone deleted already: NetBird answers 400 "group: ID not
+# found" (not 404); the release takes it as gone and drops the record.
+expect "enrol sbx7" 0 nbt nb.conf enrol sbx7 --port 9000 --key-file "$T/k7"
+gid7=$(state groups | node -e 'let s="";process.stdin.on("data",c=>s+=c).on("end",()=>console.log(JSON.parse(s).find(g=>g.name==="sandrun-sbx7").id))')
+node -e 'fetch(process.argv[1]+"/emu/fail",{method:"POST",body:JSON.stringify({method:"DELETE",path:"/api/groups/"+process.argv[2],status:400,message:"group: "+process.argv[2]+" not found"})})' "$API" "$gid7" 2>/dev/null
+expect "a group that is gone already (400 not found)" 0 nbt nb.conf release sbx7
+expect "  the record is dropped" 0 nbt nb.conf list
+grep -q "^sbx7 " "$T/out" && fail "  (sbx7 not listed)" || ok "  (sbx7 not listed)"
+node -e 'fetch(process.argv[1]+"/api/groups/"+process.argv[2],{method:"DELETE",headers:{authorization:"Token "+process.argv[3]}}).then(r=>process.exit(r.status===200?0:1))' \
+	"$API" "$gid7" "$TOKEN" && ok "  (its group removed by hand)" || fail "  (its group removed by hand)"
+node -e 'fetch(process.argv[1]+"/api/groups/"+process.argv[2],{method:"DELETE",headers:{authorization:"Token "+process.argv[3]}}).then(r=>r.json().then(b=>process.exit(r.status===400&&b.message==="group: "+process.argv[2]+" not found"?0:1)))' \
+	"$API" "$gid7" "$TOKEN" && ok "the emulator answers a gone group's delete 400 not found" ||
+	fail "the emulator answers a gone group's delete 400 not found"
 expect "enrol sbx6" 0 nbt nb.conf enrol sbx6 --port 9000 --key-file "$T/k6"
 expect "release --all releases every enrolment" 0 nbt nb.conf release --all
 grep_in "  sbx5" "$T/out" "released sbx5"

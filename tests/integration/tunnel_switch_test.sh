@@ -9,7 +9,7 @@ command -v openssl >/dev/null || missing "openssl is not installed (scripts/deps
 . "$SANDRUN_SRCDIR/tests/integration/tls.sh"
 make_edge_cert "$T/tls"
 E="$SANDRUN_SRCDIR/tests/emulators"
-TOKEN=nbp_0123456789abcdefghijklmnopqrstuvwxyz
+TOKEN=$(node "$SANDRUN_SRCDIR/tests/emulators/netbird.mjs" --mint-token)
 umask 077
 printf '%s\n' "$TOKEN" >"$T/token"
 umask 022
