@@ -47,7 +47,10 @@ export function startEdge({ cert, key }, ready) {
       port: target.port || 80,
       method: req.method,
       path: req.url,
-      headers: { ...req.headers, host: target.host, "x-forwarded-for": "203.0.113.7", "x-forwarded-proto": "https" },
+      // The public Host goes to the origin as it came: cloudflared's
+      // buildHTTPRequest sets req.Host to it and its RoundTrip changes only the
+      // URL; ngrok rewrites it only with host_header: rewrite (opt-in).
+      headers: { ...req.headers, "x-forwarded-for": "203.0.113.7", "x-forwarded-proto": "https" },
     }, (ur) => {
       if (r.sse === false && /^text\/event-stream/.test(ur.headers["content-type"] || "")) {
         // A quick tunnel holds an event stream until it ends.

@@ -95,12 +95,16 @@ const api = http.createServer((req, res) => {
       catch { return agentError(res, 400, 100, "invalid tunnel configuration", { err: "the body is not JSON" }); }
       if (!b || typeof b.addr !== "string" || !b.addr)
         return agentError(res, 400, 102, "invalid tunnel configuration", { err: "addr is required" });
-      if (typeof b.name !== "string" || !b.name)
-        return agentError(res, 400, 102, "invalid tunnel configuration", { err: "name is required" });
+      // The agent does not require a name (the docs' "Start tunnel" example
+      // answers "name": ""); an unnamed tunnel gets one of its own.
+      if (b.name !== undefined && typeof b.name !== "string")
+        return agentError(res, 400, 102, "invalid tunnel configuration", { err: "name must be a string" });
+      if (!b.name) b.name = `tunnel-${tunnels.size + 1}`;
       if (b.proto && !["http", "tcp", "tls"].includes(b.proto))
         return agentError(res, 400, 102, "invalid tunnel configuration", { err: `unknown proto ${b.proto}` });
       if (tunnels.has(b.name))
-        return agentError(res, 400, 102, "tunnel already exists", { err: `a tunnel named ${b.name} already exists` });
+        // Agent 3.29.0 and later (its changelog); older agents took duplicates.
+        return agentError(res, 400, 102, "invalid tunnel configuration", { err: `tunnel "${b.name}" already exists` });
       const t = addTunnel(b.name, b.addr, b.proto || "http");
       route(t);
       return send(res, 201, t);

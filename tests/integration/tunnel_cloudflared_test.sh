@@ -17,7 +17,8 @@ FAKE="$SANDRUN_SRCDIR/tests/emulators/cloudflared"
 node "$SANDRUN_SRCDIR/tests/emulators/edge.mjs" --cert "$T/tls/edge.pem" --key "$T/tls/edge.key" \
 	>"$T/edge.out" 2>"$T/edge.err" &
 EDGE_PID=$!
-node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403);r.end("<Error><Code>AccessDenied</Code></Error>")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
+# A store stub that says which Host and path reached it.
+node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403,{"x-seen-host":q.headers.host,"x-seen-path":q.url});r.end("<Error><Code>AccessDenied</Code></Error>")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
 S3_PID=$!
 trap 'kill $EDGE_PID $S3_PID 2>/dev/null; rm -rf "$T"' EXIT
 wait_for "$T/edge.out" "$T/s3.out"
@@ -60,6 +61,19 @@ grep -q "killed at exit" "$T/err" && fail "  stopped gracefully, never killed" |
 conf path.conf "[endpoint.sub]" "url = http://127.0.0.1:$S3/sub/dir?x=1"
 expect "a service with a path" 0 ep path.conf sub
 grep_in "  keeps its path and query" "$T/out" '^https://[a-z]*-[a-z]*-[a-z]*-[0-9a-f]*.trycloudflare.com/sub/dir?x=1$'
+# The emulated tunnel as cloudflared's: the request's own path, and the
+# public Host, reach the origin (buildHTTPRequest sets req.Host to it).
+"$FAKE" tunnel --no-autoupdate --url "http://127.0.0.1:$S3/ignored" --metrics 127.0.0.1:0 2>"$T/cf.err" &
+cf_pid=$!
+wait_grep "$T/cf.err" "https://[a-z0-9-]*.trycloudflare.com"
+cf_host=$(sed -n 's/.*https:\/\/\([a-z0-9-]*\.trycloudflare\.com\).*/\1/p' "$T/cf.err" | head -n 1)
+for _ in $(seq 50); do curl -s -o /dev/null --cacert "$T/tls/ca.pem" "https://$cf_host/" && break; sleep 0.1; done
+curl -s -D "$T/hdr" -o /dev/null --cacert "$T/tls/ca.pem" "https://$cf_host/bucket/key?x=1"
+grep -qi "^x-seen-host: $cf_host" "$T/hdr" && ok "the edge passes the public Host to the origin" ||
+	{ fail "the edge passes the public Host to the origin"; cat "$T/hdr"; }
+grep -qi "^x-seen-path: /bucket/key?x=1" "$T/hdr" && ok "  and the request's own path, not --url's" ||
+	fail "  and the request's own path, not --url's"
+kill $cf_pid 2>/dev/null; wait $cf_pid 2>/dev/null
 
 conf sse.conf "sse = yes"
 expect "a service that needs SSE is not sent through a quick tunnel" 1 ep sse.conf s3
