@@ -5,8 +5,9 @@
 //   node daytona_transport.mjs --url EMULATOR_URL [--key KEY] [--n N]
 //        [--warmup W] [--latency MS] [--rtt MS] [--label NAME] [--run I]
 // Transports, each set up from nothing and torn down in turn:
-//   a   toolbox session: `cat` as an async session command, each line one
-//       POST .../command/{cid}/input, the echo on GET .../logs?follow=true
+//   a   toolbox session: `cat` as an async session command (suppressInputEcho),
+//       each line one POST .../command/{cid}/input, the echo on the log's
+//       follow over a WebSocket (the daemon's only follow)
 //   b1  bridge (tests/bench/daytona_bridge.cjs, uploaded and started through
 //       a toolbox session) over the preview URL: each line one POST /in,
 //       the echo on one long GET /out
@@ -166,14 +167,17 @@ function wsFrames(onFrame) {  // server to client: unmasked
     }
   };
 }
-function openWs(url, headers, lines) {
+function openWs(url, headers, lines, { markers = false } = {}) {
   return new Promise((resolve) => {
     const req = http.request(url, { agent: false, headers: { ...headers, connection: 'Upgrade', upgrade: 'websocket',
       'sec-websocket-key': crypto.randomBytes(16).toString('base64'), 'sec-websocket-version': '13' } });
     req.on('upgrade', (_res, socket, head) => {
       socket.setNoDelay(true);
       socket.on('error', () => {});
-      const parse = wsFrames((op, p) => { if (op === 1 || op === 2) lines.feed(p.toString('utf8')); });
+      // A log's frames carry the daemon's stream markers (\x01\x01\x01 stdout).
+      const parse = wsFrames((op, p) => {
+        if (op === 1 || op === 2) lines.feed(markers ? p.toString('utf8').replace(/[\x01\x02]{3}/g, '') : p.toString('utf8'));
+      });
       socket.on('data', parse);
       if (head.length) parse(head);
       resolve({ status: 101, socket });
@@ -199,11 +203,11 @@ if (LAT > 0) {
   await admin('POST', '/faults', routes.map((route) => ({ route, status: 0, count: -1, latencyMs: LAT })));
 }
 let seq = 0;
-async function session(command) {
+async function session(command, extra = {}) {
   const sid = `bench-${process.pid}-${RUN}-${++seq}`;
   await expect(request('POST', `${TB}/process/session`, { headers: AUTH, body: { sessionId: sid } }), 201, 'create session');
   const { cmdId } = await expect(request('POST', `${TB}/process/session/${sid}/exec`,
-    { headers: AUTH, body: { command, runAsync: true } }), 202, 'exec');
+    { headers: AUTH, body: { command, runAsync: true, ...extra } }), 202, 'exec');
   return { sid, cid: cmdId };
 }
 const endSession = (sid) => request('DELETE', `${TB}/process/session/${sid}`, { headers: AUTH });
@@ -211,23 +215,26 @@ const endSession = (sid) => request('DELETE', `${TB}/process/session/${sid}`, { 
 // ------------------------------------------------------------ transports
 // Each set-up answers {lines, send(line), close(), retries}.
 async function setupToolbox() {
-  const { sid, cid } = await session('cat');
+  const { sid, cid } = await session('cat', { suppressInputEcho: true });
   const lines = new Lines();
-  // Not waiting for the head: the emulator sends it with the first output
-  // (nothing is flushed before), and there is none before the first input.
-  const st = openStream('GET', `${TB}/process/session/${sid}/command/${cid}/logs?follow=true`, AUTH, lines);
-  st.head.then((h) => { if (h.status !== 200) die(`follow: HTTP ${h.status} ${h.error?.message ?? ''}`); });
+  let st, retries = 0;
+  for (;;) {  // 404: the command's log does not exist yet
+    st = await openWs(`${TB}/process/session/${sid}/command/${cid}/logs?follow=true`, AUTH, lines, { markers: true });
+    if (st.status === 101) break;
+    if (st.status !== 404 || ++retries > 1000) die(`follow: HTTP ${st.status} ${st.error?.message ?? ''}`);
+    await sleep(2);
+  }
   const input = `${TB}/process/session/${sid}/command/${cid}/input`;
-  return { lines, retries: 0,
+  return { lines, retries,
     async send(line) {
-      for (let i = 0; ; i++) {  // 409: the command's process is not spawned yet
+      for (let i = 0; ; i++) {  // 500: the command's input pipe is not made yet
         const r = await request('POST', input, { headers: AUTH, body: { data: `${line}\n` } });
         if (r.status === 204) return;
-        if (r.status !== 409 || i > 500) die(`input: HTTP ${r.status} ${r.body}`);
+        if (r.status !== 500 || i > 500) die(`input: HTTP ${r.status} ${r.body}`);
         await sleep(2);
       }
     },
-    close() { st.req.destroy(); return endSession(sid); } };
+    close() { st.socket.destroy(); return endSession(sid); } };
 }
 function freePort() {
   return new Promise((resolve) => {

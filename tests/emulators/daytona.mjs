@@ -7,7 +7,7 @@
 //
 // Usage: node daytona.mjs [--state-dir DIR] [--api-key KEY] [--port N]
 //                         [--transition-ms MS] [--log FILE] [--egress-port N]
-//                         [--egress-host NAME=127.0.0.1:PORT]... [--http-follow]
+//                         [--egress-host NAME=127.0.0.1:PORT]...
 // (env: DAYTONA_EMU_STATE_DIR, DAYTONA_EMU_API_KEY, DAYTONA_EMU_PORT,
 //  DAYTONA_EMU_TRANSITION_MS, DAYTONA_EMU_EGRESS_PORT, DAYTONA_EMU_EGRESS_HOSTS
 //  (NAME=127.0.0.1:PORT,...); defaults: a temporary dir removed at exit,
@@ -35,11 +35,7 @@ let stateDirArg = arg('--state-dir') ?? process.env.DAYTONA_EMU_STATE_DIR;
 const tempState = !stateDirArg;
 const STATE = stateDirArg ? path.resolve(stateDirArg) : fs.mkdtempSync(path.join(os.tmpdir(), 'daytona-emu-'));
 fs.mkdirSync(path.join(STATE, 'sandboxes'), { recursive: true });
-const config = { transitionMs: Number(arg('--transition-ms') ?? process.env.DAYTONA_EMU_TRANSITION_MS ?? 50),
-  // Not the daemon's behaviour (it follows over a WebSocket only): a plain GET
-  // with ?follow=true streams until the command ends. Off by default; for a
-  // bench that measures that transport.
-  httpFollow: process.argv.includes('--http-follow') };
+const config = { transitionMs: Number(arg('--transition-ms') ?? process.env.DAYTONA_EMU_TRANSITION_MS ?? 50) };
 const ORG = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
 const DAEMON_VERSION = '0.218.0-emulator';
 let BASE = '';
@@ -500,17 +496,6 @@ function findCommand(sb, sid, cid) {
 }
 const commandDto = (c) => ({ id: c.id, command: c.command, ...(c.exitCode !== undefined ? { exitCode: c.exitCode } : {}) });
 
-// Follow over plain HTTP: chunked octet-stream, stdout and stderr merged.
-function followHttp(res, sb, cmd) {
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'cache-control': 'no-cache' });
-  for (const c of cmd.chunks) res.write(c.data);
-  if (cmd.ended) return res.end();
-  const st = { sandboxId: sb.id, close: () => { cmd.listeners.delete(l); streams.delete(st); res.destroy(); } };
-  const l = { data: (_k, d) => res.write(d), end: () => { cmd.listeners.delete(l); streams.delete(st); res.end(); } };
-  cmd.listeners.add(l);
-  streams.add(st);
-  res.on('close', () => { cmd.listeners.delete(l); streams.delete(st); });
-}
 // Follow over WebSocket (what the SDK uses): one binary frame per chunk,
 // prefixed by the stdout/stderr marker; a close frame (1000) at the end.
 function wsFrame(opcode, payload) {
@@ -785,8 +770,7 @@ on('GET', '/toolbox/{id}/process/session/{sid}/command/{cid}/logs', (c) => {
   // The log file exists once the command's wrapper runs; before, os.ReadFile fails.
   if (!cmd.child && cmd.exitCode === undefined) fail(404, 'not found: open output.log: no such file or directory', 'NOT_FOUND');
   // Without a WebSocket upgrade, ?follow is ignored: the log so far (GetSessionCommandLogs,
-  // apps/daemon/pkg/session/log.go). With --http-follow, the emulator's own streamed follow.
-  if (c.query.get('follow') === 'true' && config.httpFollow) return followHttp(c.res, c.sb, cmd);
+  // apps/daemon/pkg/session/log.go).
   const l = logsOf(cmd);
   if (sdkVersionAtLeast(c.req, [0, 167, 0])) return send(c.res, 200, l);
   send(c.res, 200, l.output);
