@@ -242,6 +242,7 @@ static void on_signal(uv_signal_t *s, int signum)
 static void on_stdin(void *ud, const char *data, size_t n)
 {
 	run *r = ud;
+	int rc;
 
 	if (r->exited)
 		return;
@@ -250,10 +251,17 @@ static void on_stdin(void *ud, const char *data, size_t n)
 		(void)sr__provider_channel_close_input(r->p, r->req); /* gone: nothing to close */
 		return;
 	}
-	if (sr__provider_channel_write(r->p, r->req, data, n) != SR_OK) {
+	if ((rc = sr__provider_channel_write(r->p, r->req, data, n)) != SR_OK) {
 		/* The process no longer reads: stop reading for it. */
 		sr__input_stop(r->input);
 		r->input = NULL;
+		if (rc == SR_EINVAL) {
+			/* Input the provider cannot carry (Daytona: text only):
+			 * the process would wait for it for ever. */
+			fprintf(stderr, "sandrun: standard input cannot be passed to the process "
+				"(this provider carries text only); ending it\n");
+			(void)sr__provider_channel_signal(r->p, r->req, SIGTERM);
+		}
 	}
 }
 

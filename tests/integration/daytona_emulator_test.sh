@@ -34,6 +34,26 @@ n_ok=$(grep -c '^ok - ' "$T/sdk.out")
 [ "$rc" -eq 0 ] && [ "$n_ok" -ge 50 ] && ok "SDK checks against the emulator ($n_ok passed)" ||
 	fail "SDK checks against the emulator (exit $rc, $n_ok passed)"
 
+# sandrun sandbox exec on Daytona: standard input as written, in whole
+# lines (the toolbox appends a newline to any input that lacks one), a last
+# line without its newline given one; input that is not text refused.
+export SANDRUN_RUNNER_PROVIDER=daytona SANDRUN_PROVIDER_DAYTONA_API_URL="$BASE/api" \
+	SANDRUN_PROVIDER_DAYTONA_API_KEY="$key" SANDRUN_PROVIDER_DAYTONA_SECRETS=off
+id=$("$SANDRUN_BIN" sandbox create 2>"$T/create.err")
+[ -n "$id" ] && ok "sandbox create on daytona" || { fail "sandbox create on daytona"; cat "$T/create.err"; }
+{ printf 'one\ntw'; sleep 1; printf 'o\nthree'; } | timeout 60 "$SANDRUN_BIN" sandbox exec "$id" -i -- head -n 3 \
+	>"$T/exec.out" 2>"$T/exec.err"
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(cat "$T/exec.out")" = "$(printf 'one\ntwo\nthree')" ] &&
+	ok "sandbox exec -i: a line cut in two arrives whole, the last one with its newline" ||
+	{ fail "sandbox exec -i: a line cut in two arrives whole (exit $rc)"; od -c "$T/exec.out" | head; cat "$T/exec.err"; }
+printf 'ok\n\377\n' | timeout 60 "$SANDRUN_BIN" sandbox exec "$id" -i -- cat >"$T/exec.out" 2>"$T/exec.err"
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "carries text only" "$T/exec.err" &&
+	ok "sandbox exec -i: input that is not text is refused, the process ended (exit $rc)" ||
+	{ fail "sandbox exec -i: input that is not text is refused (exit $rc)"; cat "$T/exec.err"; }
+"$SANDRUN_BIN" sandbox destroy "$id" >/dev/null 2>&1
+
 # SIGTERM: the emulator exits and kills the processes it started.
 marker=$(sed -n 's/^# marker //p' "$T/sdk.out")
 # "[m]arker-..." matches the marker but not grep's own command line.

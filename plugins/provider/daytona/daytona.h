@@ -148,6 +148,7 @@ struct dy_chan {
 	int ended, ending, ending_status;
 	char *ending_msg;
 	int input_closed, exit_code, have_exit;
+	int pending_signal;       /* asked for before the command started */
 	char *err;                /* the tail of the process's stderr */
 	size_t n_err;
 	/* writes, one POST at a time, in order */

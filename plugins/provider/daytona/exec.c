@@ -424,9 +424,15 @@ int dy__channel_signal(void *self, uint64_t req, int signum)
 		return SR_ENOTFOUND;
 	if (signum <= 0 || signum > 64)
 		return SR_EINVAL;
-	if (!c->cid[0] || !c->toolbox)
-		return SR_ESTATE;
-	snprintf(cmd, sizeof(cmd), "sh -c 'kill -%d \"$(cat /tmp/%s.pid)\"'", signum,
+	if (!c->cid[0] || !c->toolbox) {
+		/* Not started yet: sent once it is. */
+		c->pending_signal = signum;
+		return SR_OK;
+	}
+	/* The pid file is written as the command starts, which may be just
+	 * after the exec's answer: waited for, up to 5 s. */
+	snprintf(cmd, sizeof(cmd), "sh -c 'i=0; while [ ! -s /tmp/%s.pid ] && [ $i -lt 50 ]; do "
+		 "sleep 0.1; i=$((i+1)); done; kill -%d \"$(cat /tmp/%s.pid)\"'", c->sid, signum,
 		 c->sid);
 	snprintf(url, sizeof(url), "%s/process/execute", c->toolbox);
 	body = json_pack("{s:s, s:i}", "command", cmd, "timeout", 10);
@@ -725,6 +731,8 @@ static void setup_done(void *ud, const sr_result *r)
 	}
 	follow(c);
 	write_next(c);
+	if (c->pending_signal)
+		(void)dy__channel_signal(c->d, c->req, c->pending_signal);
 }
 
 static void exec_started(dy_op *op, const dy_resp *r)
