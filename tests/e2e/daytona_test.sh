@@ -46,16 +46,18 @@ cat >"$T/tools.json" <<JSON
   "input_schema":{"type":"object","properties":{"ms":{"type":"integer"}}},
   "callback":{"url":"$CB_URL","timeout_ms":30000}}]
 JSON
+# A random key, which the scripted models want (401 to any other).
+ANTHROPIC_API_KEY="sk-ant-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+export ANTHROPIC_API_KEY
 call() { printf '{"tool_use":{"name":"mcp__sandrun-tools__%s","input":%s}}' "$1" "$2"; }
 printf '[%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"slow done"},%s,{"text":"never"},{"text":"after the restart"}]\n' \
 	"$(call echo '{"text":"platform says hi"}')" "$(call slow '{"ms":3000}')" \
 	"$(call slow '{"ms":4000}')" >"$T/script.json"
-node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script.json" \
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --key "$ANTHROPIC_API_KEY" --script "$T/script.json" \
 	--log "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
 wait_for "$T/model.out"
 url=$(field url "$T/model.out")
-export ANTHROPIC_API_KEY=sk-ant-scripted-dummy
 
 expect "turn 1 on daytona" 0 $drive "$T/ev1" - - "$S" run --json --tools "$T/tools.json" \
 	--model-url "$url" "use the tools"
@@ -65,6 +67,10 @@ grep_in "the tool came through the bridge" "$T/ev1" '"relay.bridge.watch","state
 test "$(grep -c ' echo$' "$CB_LOG")" -eq 1 && ok "the platform tool ran once" || fail "the platform tool ran once"
 grep 'tool_result' "$T/model.ndjson" | grep -q "platform says hi" &&
 	ok "the tool's result reached the model" || fail "the tool's result reached the model"
+k=$(printf '%s' "$ANTHROPIC_API_KEY" | sha256sum | cut -d' ' -f1)
+! grep -q '"kind":"refused"' "$T/model.ndjson" &&
+	[ "$(grep '"kind":"main"' "$T/model.ndjson" | grep -vc "\"key_sha256\":\"$k\"")" -eq 0 ] &&
+	ok "the model got exactly the run's key" || fail "the model got exactly the run's key"
 session=$(field session "$T/ev1")
 box=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/ev1")
 
@@ -123,7 +129,7 @@ grep_in "the turn after the kill answers" "$T/ev5" '"type":"run.finished"'
 curl -s -X POST -H 'Content-Type: application/json' \
 	--data '{"route":"GET /api/sandbox/{id}","status":503,"count":1}' "$admin/faults" >/dev/null
 printf '[{"text":"retried ok"}]\n' >"$T/script-retry.json"
-node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-retry.json" \
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --key "$ANTHROPIC_API_KEY" --script "$T/script-retry.json" \
 	>"$T/model-retry.out" 2>/dev/null &
 retry_pid=$!
 wait_for "$T/model-retry.out"
@@ -140,7 +146,7 @@ kill $retry_pid 2>/dev/null
 # The toolbox fails (500) while the bridge puts and publishes a call's
 # answer: retried, answered once, the tool run once.
 printf '[%s,{"text":"faulted done"}]\n' "$(call slow '{"ms":2000}')" >"$T/script-fault.json"
-node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-fault.json" \
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --key "$ANTHROPIC_API_KEY" --script "$T/script-fault.json" \
 	--log "$T/model-fault.ndjson" >"$T/model-fault.out" 2>/dev/null &
 fault_pid=$!
 wait_for "$T/model-fault.out"
@@ -166,7 +172,7 @@ curl -s "$admin/faults" | grep -q '"count":[1-9]' && fail "every fault was hit" 
 # next turn starts it again, answers the call left there, and nothing ran
 # twice.
 printf '[%s,{"text":"after the stop"},{"text":"after the stop"}]\n' "$(call slow '{"ms":2500}')" >"$T/script-stop.json"
-node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --script "$T/script-stop.json" \
+node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --key "$ANTHROPIC_API_KEY" --script "$T/script-stop.json" \
 	>"$T/model-stop.out" 2>/dev/null &
 stop_pid=$!
 wait_for "$T/model-stop.out"
