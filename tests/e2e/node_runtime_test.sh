@@ -80,14 +80,11 @@ turn() { # turn HARNESS EMULATOR CALL KEY
 	grep_in "the $1 turn ends end_turn" "$T/$1.ev" '"type":"run.finished","stop_reason":"end_turn"'
 	grep -E 'tool_result|function_call_output' "$T/$1.model" | grep -q "from $1" &&
 		ok "$1's tool result reached the model" || fail "$1's tool result reached the model"
-	k=$(printf '%s' "$4" | sha256sum | cut -d' ' -f1)
-	! grep -q '"kind":"refused"' "$T/$1.model" &&
-		[ "$(grep '"kind":"main"' "$T/$1.model" | grep -vc "\"key_sha256\":\"$k\"")" -eq 0 ] &&
-		ok "$1: the model got exactly the run's key" || fail "$1: the model got exactly the run's key"
+	model_got_key "$1: the model got exactly the run's key" "$T/$1.model" "$4"
 }
 # Random keys: the scripted models answer 401 to any other.
-ANTHROPIC_API_KEY="sk-ant-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
-OPENAI_API_KEY="sk-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+ANTHROPIC_API_KEY=$(random_key sk-ant)
+OPENAI_API_KEY=$(random_key sk)
 export ANTHROPIC_API_KEY OPENAI_API_KEY
 turn pi openai '{"function_call":{"name":"echo","arguments":{"text":"from pi"}}}' "$OPENAI_API_KEY"
 turn claude anthropic '{"tool_use":{"name":"mcp__sandrun-tools__echo","input":{"text":"from claude"}}}' "$ANTHROPIC_API_KEY"

@@ -30,20 +30,12 @@ JSON
 printf '[%s,%s,%s,{"text":"all done"},{"text":"second turn ok"},%s,{"text":"after the cancel"}]\n' \
 	"$(call echo '{"text":"platform says hi"}')" "$(call careful_ok '{}')" \
 	"$(call careful_no '{}')" "$(call slow '{"ms":8000}')" >"$T/script.json"
-KEY="sk-e2e-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+KEY=$(random_key sk-e2e)
 unset ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN OPENAI_API_KEY CODEX_API_KEY
 export "$KEY_ENV=$KEY"
 # model SCRIPT LOG: the scripted model in the background, wanting $KEY.
 model() {
 	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --key "$KEY" --script "$1" --log "$2"
-}
-# keyed LOG LABEL: the model answered requests, each with exactly $KEY.
-keyed() {
-	want=$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)
-	grep -q '"kind":"main"' "$1" && ! grep -q '"kind":"refused"' "$1" &&
-		[ "$(grep -v '"kind":"other"' "$1" | grep -vc "\"key_sha256\":\"$want\"")" -eq 0 ] &&
-		ok "$2: the model got exactly the run's $KEY_ENV" ||
-		{ fail "$2: the model got exactly the run's $KEY_ENV"; grep -o '"kind":"[a-z]*"\|"key_sha256":[^,]*' "$1" | sort | uniq -c; }
 }
 model "$T/script.json" "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
@@ -66,7 +58,7 @@ grep -E 'tool_result|function_call_output' "$T/model.ndjson" | grep -q "permissi
 grep_in "permission asked for careful_no" "$T/ev1" '"type":"permission.request".*"tool":"careful_no"'
 grep_in "the final text arrives" "$T/ev1" '"type":"agent.message","text":"all done"'
 session=$(sed -n 's/.*"type":"run.started","session":"\([^"]*\)".*/\1/p' "$T/ev1")
-keyed "$T/model.ndjson" "turn 1"
+model_got_key "turn 1: the model got exactly the run's $KEY_ENV" "$T/model.ndjson" "$KEY"
 
 expect "turn 2 resumes the session" 0 $drive "$T/ev2" - - "$S" run --json \
 	--session "$session" --tools "$T/tools.json" --model-url "$url" "and then?"
@@ -121,7 +113,7 @@ for other in ${OTHER_KEY_ENVS:-}; do
 		"$S" run --json --harness "$HARNESS" --model-url "$url6" "which key?"
 	kill $model6_pid 2>/dev/null
 	grep_in "it ends end_turn" "$T/ev6" '"type":"run.finished","stop_reason":"end_turn"'
-	KEY_ENV=$other keyed "$T/model6.ndjson" "only $other"
+	model_got_key "only $other: the model got exactly it" "$T/model6.ndjson" "$KEY"
 	rm -f "$T/model6.ndjson"
 done
 

@@ -90,6 +90,23 @@ wait_grep() {
 	return 1
 }
 
+# ---- scripted models (tests/emulators/anthropic.mjs, openai.mjs) ----
+# random_key PREFIX: a fresh key, for a model started with --key.
+random_key() { printf '%s-%s' "$1" "$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"; }
+# model_got_key NAME LOG KEY: the model answered requests of the main
+# conversation, refused none, and each one it logged carried exactly KEY
+# (its key_sha256).
+model_got_key() {
+	mk_want=$(printf '%s' "$3" | sha256sum | cut -d' ' -f1)
+	if grep -q '"kind":"main"' "$2" && ! grep -q '"kind":"refused"' "$2" &&
+		[ "$(grep -v '"kind":"other"' "$2" | grep -vc "\"key_sha256\":\"$mk_want\"")" -eq 0 ]; then
+		ok "$1"
+	else
+		fail "$1"
+		grep -o '"kind":"[a-z]*"\|"key_sha256":[^,]*' "$2" | sort | uniq -c | sed 's/^/  /'
+	fi
+}
+
 # ---- tool delivery: a callback server, a tools file, a relay runner ----
 # start_callbacks: starts tests/helpers/callback_server; sets CB_URL, CB_LOG.
 start_callbacks() {
