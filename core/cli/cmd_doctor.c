@@ -137,7 +137,8 @@ static void check_plugin(sr__ctx *ctx, int kind, const char *name)
 
 		snprintf(full, sizeof(full), "%s%s", d ? d : "",
 			 kind == SR_PLUGIN_HARNESS ? detail : "");
-		line("ok", what, full);
+		/* Usable, with a caveat the plugin names ("warn": true). */
+		line(json_is_true(json_object_get(j, "warn")) ? "warn" : "ok", what, full);
 	}
 	if (kind == SR_PLUGIN_HARNESS)
 		check_harness_credentials(p);

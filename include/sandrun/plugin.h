@@ -622,7 +622,8 @@ typedef struct sr_plugin_descriptor {
 	void (*fini)(void *self);
 	/* Optional: is the plugin usable here (binaries present, service
 	 * reachable)? Under the completion rule; json:
-	 * {"ok":bool,"detail":"..."} */
+	 * {"ok":bool,"detail":"..."}, and "warn": true when usable with a
+	 * caveat the detail names (doctor prints warn, not ok). */
 	int (*doctor)(void *self, sr_done_fn done, void *ud);
 } sr_plugin_descriptor;
 

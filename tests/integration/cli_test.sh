@@ -39,7 +39,7 @@ test ! -s "$T/out" && ok "nothing printed as the new id" || fail "nothing printe
 grep_in "the failure is named" "$T/err" "create: "
 
 expect "doctor passes" 0 "$S" doctor
-grep_in "doctor checks the provider" "$T/out" "\[ok  \] provider local"
+grep_in "doctor checks the provider" "$T/out" "\[\(ok  \|warn\)\] provider local"
 # Which credentials each harness hands its agent, and which are set here.
 expect "doctor with no model key (adapters not installed: exit 1)" 1 env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN \
 	-u OPENAI_API_KEY -u CODEX_API_KEY SANDRUN_RUNNER_HARNESSES=claude,codex "$S" doctor

@@ -28,6 +28,10 @@ refused() {
 
 expect "doctor says sandboxes are confined" 0 "$S" doctor
 grep_in "doctor names bubblewrap" "$T/out" "provider local .*confined by bubblewrap"
+if [ "$(id -u)" -eq 0 ]; then
+	grep_in "doctor, as root: only partly, and why (a warning)" "$T/out" \
+		"^\[warn\] provider local .*partly confined by bubblewrap.*no capability.*run as root, the agent is uid 0"
+fi
 a=$("$S" sandbox create) && b=$("$S" sandbox create) || { fail "two sandboxes"; finish; exit 1; }
 in_box "$a" 'echo private-to-a >secret.txt && echo ok' && ok "a writes its own workspace" ||
 	fail "a writes its own workspace"
@@ -74,6 +78,21 @@ in_box "$b" 'ls /proc | grep -c "^[0-9]"'
 test "$(cat "$T/out")" -lt 10 && ok "a pid namespace of its own ($(cat "$T/out") pids)" ||
 	fail "a pid namespace of its own ($(cat "$T/out") pids)"
 refused "home directories are out of sight" "$b" 'test -n "$(ls -A /root)$(ls -A /home)"'
+# No capability (a root runner's agent would otherwise have them all): the
+# masks stay on.
+if [ "$(id -u)" -eq 0 ]; then
+	refused "a root runner's sandbox has no capability" "$b" \
+		"grep -q '^CapEff:[[:space:]]*0*[1-9a-f]' /proc/self/status"
+	echo host >"$T/host-tmp-marker"
+	refused "the host's /tmp stays masked (umount -l /tmp fails)" "$b" \
+		"umount -l /tmp 2>/dev/null; test -e '$T/host-tmp-marker'" -
+	refused "the host's processes stay hidden (umount -l /proc fails)" "$b" \
+		"umount -l /proc 2>/dev/null; test -d /proc/$$" -
+	refused "/ cannot be remounted read-write" "$b" \
+		"mount -o remount,bind,rw / 2>/dev/null && touch /usr/written-from-sandbox" -
+	test ! -e /usr/written-from-sandbox && ok "  nothing was written to /usr" ||
+		{ fail "  nothing was written to /usr"; rm -f /usr/written-from-sandbox; }
+fi
 
 # It dies with the runner: SIGKILL to sandrun leaves nothing of the
 # sandbox's processes (a child and a grandchild) behind.

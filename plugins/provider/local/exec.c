@@ -139,8 +139,9 @@ static int is_dir(const char *path)
  * directory (sessions, relay journals, plugin records) and the sandboxes'
  * root are each replaced by an empty tmpfs; then the host paths the
  * process needs are bound back read-only and its own sandbox read-write.
- * Own mount, pid, ipc and uts namespaces (and network, for 'off'); it
- * dies with the runner, and with its pid namespace every process in it.
+ * Own mount, pid, ipc and uts namespaces (and network, for 'off'), and,
+ * under a root runner, no capability; it dies with the runner, and with
+ * its pid namespace every process in it.
  * Killing the process group (SR_PROC_GROUP) also catches a child that
  * bwrap started but had not yet tied to its own death. */
 size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
@@ -183,6 +184,12 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 	argv[n++] = dir;
 	for (const char *const *a = spaces; *a; a++)
 		argv[n++] = *a;
+	/* A root runner's sandbox keeps no capability: with them the agent
+	 * could lift the masks (umount /tmp, /proc) and remount / read-write. */
+	if (geteuid() == 0) {
+		argv[n++] = "--cap-drop";
+		argv[n++] = "ALL";
+	}
 	if (net_off)
 		argv[n++] = "--unshare-net";
 	argv[n++] = "--chdir";

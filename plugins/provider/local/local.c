@@ -154,6 +154,13 @@ static void probe_exit(void *ud, int status, int sig)
 			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
 			 "user with a view of the whole host; bubblewrap %s isolates network 'off'",
 			 p->lp->root, p->lp->bwrap);
+	else if (status == 0 && sig == 0 && geteuid() == 0)
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; partly confined by bubblewrap %s: own mount, pid, ipc and "
+			 "uts namespaces, no capability, the host read-only, network 'off' isolated; "
+			 "but run as root, the agent is uid 0 and reads every host file root can "
+			 "read outside /tmp, /run, /home, /root and sandrun's state (run sandrun as "
+			 "an unprivileged user)", p->lp->root, p->lp->bwrap);
 	else if (status == 0 && sig == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
@@ -163,7 +170,8 @@ static void probe_exit(void *ud, int status, int sig)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; bubblewrap %s cannot create its namespaces (exit %d): %s",
 			 p->lp->root, p->lp->bwrap, status, p->err);
-	j = json_pack("{s:b, s:s}", "ok", status == 0 && sig == 0, "detail", detail);
+	j = json_pack("{s:b, s:s, s:b}", "ok", status == 0 && sig == 0, "detail", detail, "warn",
+		      status == 0 && sig == 0 && !p->lp->unconfined && geteuid() == 0);
 	s = json_dumps(j, JSON_COMPACT);
 	local__done_status(p->done, p->ud, SR_OK, NULL, s);
 	free(s);
