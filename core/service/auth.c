@@ -146,6 +146,11 @@ int sr__tokens_check(const sr__tokens *t, const char *header)
 	return match;
 }
 
+sr__tokens *sr__tokens_none(void)
+{
+	return calloc(1, sizeof(sr__tokens));
+}
+
 void sr__tokens_free(sr__tokens *t)
 {
 	if (!t)

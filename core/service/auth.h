@@ -22,6 +22,9 @@ size_t sr__tokens_count(const sr__tokens *t);
  * how much of one did shows in the time taken. t may be NULL (no tokens:
  * nothing matches). */
 int sr__tokens_check(const sr__tokens *t, const char *header);
+/* A set that takes no token: every check fails (NULL when out of
+ * memory). */
+sr__tokens *sr__tokens_none(void);
 void sr__tokens_free(sr__tokens *t);
 
 #endif

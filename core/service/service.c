@@ -209,8 +209,22 @@ int sr__svc_reload(sr__svc *s, const sr__service_conf *conf, char *err, size_t n
 	next.event_buffer = s->conf.event_buffer;
 	next.runs_kept = s->conf.runs_kept;
 	next.lease_ttl_s = s->conf.lease_ttl_s;
-	if ((rc = load_tokens(&next, &tokens, err, n)) != SR_OK)
+	if ((rc = load_tokens(&next, &tokens, err, n)) != SR_OK) {
+		/* Fail closed: a tokens file emptied, removed or broken means its
+		 * old tokens are no longer to be taken (sandrund(8)); none is,
+		 * until a SIGHUP finds tokens again. */
+		size_t len = strlen(err);
+		sr__tokens *none = sr__tokens_none();
+
+		if (none) { /* (out of memory: the old ones stay, as nothing better can) */
+			sr__tokens_free(s->tokens);
+			s->tokens = none;
+			snprintf(err + len, n > len ? n - len : 0, "; every request but /health is "
+				 "refused until the tokens file holds a token again and sandrund gets "
+				 "SIGHUP");
+		}
 		return rc;
+	}
 	sr__tokens_free(s->tokens);
 	s->tokens = tokens;
 	s->conf = next;

@@ -563,6 +563,39 @@ CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2"
 code "... and the new one taken" 200
 grep_in "SIGHUP: a new listen waits for a restart" "$T/hup.log" "listen changed: it takes effect at the next start"
 grep_in "SIGHUP: a plugin's section waits for a restart" "$T/hup.log" "\[provider.local\] changed: .*restart to apply it"
+# The tokens file emptied, then removed: its old tokens are refused from
+# then on (sandrund(8)), /health still answers; tokens again: taken again.
+: >"$T/tokens2"
+kill -HUP "$HUP_PID"
+wait_grep "$T/hup.log" "every request but /health is refused" &&
+	ok "SIGHUP, the tokens file emptied: said" || fail "SIGHUP, the tokens file emptied: said"
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
+code "... the removed token is refused" 401
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' "$URL/health")
+code "... /health still answers" 200
+printf '%s\n' "$TOKEN2" >"$T/tokens2"
+kill -HUP "$HUP_PID"
+for _ in $(seq 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")" = 200 ] && break
+	sleep 0.05
+done
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
+code "SIGHUP, the token back in the file: taken again" 200
+rm -f "$T/tokens2"
+n_refused=$(grep -c "every request but /health is refused" "$T/hup.log")
+kill -HUP "$HUP_PID"
+for _ in $(seq 100); do
+	[ "$(grep -c "every request but /health is refused" "$T/hup.log")" -gt "$n_refused" ] && break
+	sleep 0.05
+done
+CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
+code "SIGHUP, the tokens file removed: its token is refused" 401
+printf '%s\n' "$TOKEN2" >"$T/tokens2"
+kill -HUP "$HUP_PID"
+for _ in $(seq 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")" = 200 ] && break
+	sleep 0.05
+done
 
 # ------------------------------------ SIGTERM: runs finish within the drain
 AUTH="Authorization: Bearer $TOKEN2"
