@@ -5,10 +5,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandrun/plugin.h"
@@ -30,6 +32,7 @@ struct sr__config {
 	size_t line_cap;
 	char *long_value; /* the value of a line too long for inih */
 	int long_error;  /* the line too long for inih, not a key = value */
+	int bad_line;    /* a line with a NUL or another control byte */
 	struct entry *entries;
 	size_t n, cap;
 };
@@ -136,6 +139,15 @@ static char *read_line(char *buf, int size, void *ud)
 	if (n < 0)
 		return NULL;
 	c->reading_line++;
+	/* Text only: a NUL would cut the value short where inih reads it, and
+	 * control bytes mean a binary file. The parse stops here. */
+	for (ssize_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)c->line[i];
+		if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7f) {
+			c->bad_line = c->reading_line;
+			return NULL;
+		}
+	}
 	if (n < size) {
 		memcpy(buf, c->line, (size_t)n + 1);
 		return buf;
@@ -185,18 +197,42 @@ static int on_entry(void *ud, const char *section, const char *key,
 	return 1;
 }
 
+#define CONFIG_MAX (1u << 20)
+
 int sr__config_load(sr__config *c, const char *path)
 {
-	FILE *f = fopen(path, "r");
+	/* Not blocking on a FIFO's open; only a regular file is read. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	struct stat st;
+	FILE *f;
 	int line;
 
-	if (!f)
+	if (fd < 0)
 		return errno == ENOENT ? SR_ENOTFOUND : SR_EIO;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		sr__log(SR_LOG_ERROR, "config", "%s: not a configuration file (%s)", path,
+			S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+			S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" :
+			"not a regular file");
+		close(fd);
+		return SR_EINVAL;
+	}
+	if ((unsigned long long)st.st_size > CONFIG_MAX) {
+		sr__log(SR_LOG_ERROR, "config", "%s: %lld bytes, over the %u a configuration "
+			"file may have", path, (long long)st.st_size, CONFIG_MAX);
+		close(fd);
+		return SR_EINVAL;
+	}
+	if (!(f = fdopen(fd, "r"))) {
+		close(fd);
+		return SR_EIO;
+	}
 	free(c->path);
 	c->path = strdup(path);
 	c->reading = f;
 	c->reading_line = 0;
 	c->long_error = 0;
+	c->bad_line = 0;
 	line = ini_parse_stream(read_line, c, on_entry, c);
 	c->reading = NULL;
 	fclose(f);
@@ -208,6 +244,11 @@ int sr__config_load(sr__config *c, const char *path)
 	if (line < 0) {
 		sr__log(SR_LOG_ERROR, "config", "%s: out of memory", path);
 		return SR_ENOMEM;
+	}
+	if (c->bad_line) {
+		sr__log(SR_LOG_ERROR, "config", "%s:%d: a NUL or another control byte: a "
+			"configuration file is text", path, c->bad_line);
+		return SR_EINVAL;
 	}
 	if (line > 0 && line == c->long_error) {
 		sr__log(SR_LOG_ERROR, "config",

@@ -1,4 +1,6 @@
 /* core/host/conf.c: INI parsing, environment overrides, validation. */
+#include <sys/stat.h>
+
 #include "harness.h"
 
 static char *dir;
@@ -152,6 +154,50 @@ Test(conf, syntax_error_names_the_line)
 	cr_assert_eq(sr__config_load(c, p), SR_EINVAL);
 	snprintf(expect, sizeof(expect), "%s:3: syntax error", p);
 	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
+	sr__config_free(c);
+}
+
+/* A NUL would cut a value short (provider = lo\0cal read as "lo"); control
+ * bytes mean a binary file: each is an error naming the file and line. */
+Test(conf, a_nul_or_a_control_byte_is_an_error_naming_the_line)
+{
+	sr__config *c = sr__config_new();
+	const char *p = t_write(dir, "a.conf", "x");
+	char expect[512];
+	FILE *f = fopen(p, "w");
+
+	cr_assert_not_null(f);
+	fwrite("[runner]\n# ok\nprovider = lo\0cal\n", 1, 32, f);
+	fclose(f);
+	cr_assert_eq(sr__config_load(c, p), SR_EINVAL);
+	snprintf(expect, sizeof(expect), "%s:3: a NUL or another control byte", p);
+	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
+	cr_assert_null(sr__config_get(c, "runner", "provider"));
+	sr__config_free(c);
+	c = sr__config_new();
+	p = t_write(dir, "b.conf", "[runner]\nprovider = local\n\x01\x02\x7f\xff binary\n");
+	cr_assert_eq(sr__config_load(c, p), SR_EINVAL);
+	snprintf(expect, sizeof(expect), "%s:3: a NUL or another control byte", p);
+	cr_assert(strstr(t_log_text(), expect), "got: %s", t_log_text());
+	sr__config_free(c);
+}
+
+/* A directory, a device or a FIFO is refused at once (a FIFO would have
+ * hung the open, /dev/zero the read). */
+Test(conf, only_a_regular_file_is_read)
+{
+	sr__config *c = sr__config_new();
+	char fifo[512];
+
+	cr_assert_eq(sr__config_load(c, dir), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "not a configuration file (a directory)"), "%s", t_log_text());
+	cr_assert_eq(sr__config_load(c, "/dev/zero"), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "/dev/zero: not a configuration file (a device)"), "%s",
+		  t_log_text());
+	snprintf(fifo, sizeof(fifo), "%s/fifo.conf", dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(sr__config_load(c, fifo), SR_EINVAL);
+	cr_assert(strstr(t_log_text(), "not a configuration file (a FIFO)"), "%s", t_log_text());
 	sr__config_free(c);
 }
 
