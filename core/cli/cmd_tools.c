@@ -21,6 +21,7 @@
 #include "core/plugins/provider.h"
 #include "core/tools/relay.h"
 #include "core/tools/relay_bridge.h"
+#include "core/run/plan.h"
 #include "core/tools/tools.h"
 
 static const char tools_help[] =
@@ -477,6 +478,11 @@ int sr__cmd_tools(int argc, char **argv, const char *config_path)
 		goto out;
 	}
 	rc = sr__cli_setup(&s->ctx, config_path);
+	if (rc == SR_EXIT_OK &&
+	    sr__plan_callbacks_ok(s->tools, s->ctx.rc.callback_allow_hosts, err, sizeof(err)) != SR_OK) {
+		fprintf(stderr, "sandrun tools: %s\n", err);
+		rc = SR_EXIT_CONFIG;
+	}
 	m.sandbox = sandbox;
 	m.dir = relay_dir;
 	m.shim = shim;

@@ -39,7 +39,7 @@ struct sr__config {
 
 static const char *const runner_keys[] = {
 	"provider", "tunnel", "harnesses", "plugin_dir", "state_dir",
-	"log_level", "node_dir", "mcp_allow_hosts", "callback_concurrency", "id", "relay_transport",
+	"log_level", "node_dir", "mcp_allow_hosts", "callback_allow_hosts", "callback_concurrency", "id", "relay_transport",
 	"remote_harness_dir", "credential_isolation", "ca_file", "tool_latency", NULL
 };
 
@@ -494,6 +494,12 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 		rc->mcp_allow_hosts = "";
 	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
 		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
+			"a comma-separated list of exact host names or addresses (no wildcards)");
+	rc->callback_allow_hosts = sr__config_get(c, "runner", "callback_allow_hosts");
+	if (!rc->callback_allow_hosts)
+		rc->callback_allow_hosts = "";
+	else if (strpbrk(rc->callback_allow_hosts, "/@*?[] \t"))
+		return sr__config_invalid(c, "runner", "callback_allow_hosts",
 			"a comma-separated list of exact host names or addresses (no wildcards)");
 	v = sr__config_get(c, "runner", "tool_latency");
 	rc->tool_latency_low = v && strcmp(v, "low") == 0;

@@ -57,6 +57,7 @@ typedef struct sr__runner_conf {
 	const char *node_dir;   /* NULL: STATE_DIR/harness/node */
 	int log_level;
 	const char *mcp_allow_hosts; /* comma-separated host names, or "" */
+	const char *callback_allow_hosts; /* the same, for tool callbacks */
 	unsigned callback_concurrency; /* tool callbacks at once per host:port */
 	int tool_latency_low;   /* tool_latency = low: hold a CPU latency request */
 	const char *id;         /* NULL: made once, kept in STATE_DIR/runner-id */

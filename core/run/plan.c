@@ -169,6 +169,72 @@ int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 	return 1;
 }
 
+int sr__plan_callback_url_ok(const char *url, const char *const *allow,
+			     char *why, size_t n)
+{
+	char host[256];
+	unsigned char addr[16];
+	struct in_addr in;
+	uint32_t a = 0;
+	size_t len = sr__url_host(url, host, sizeof(host), why, n);
+	int v4 = 0;
+
+	if (!len)
+		return 0;
+	if (allowed(host, allow))
+		return 1;
+	/* inet_aton takes every spelling an HTTP client would connect to:
+	 * 0xa9fea9fe, 2852039166, 0251.0376.0251.0376. */
+	if (inet_aton(host, &in) == 1) {
+		a = ntohl(in.s_addr);
+		v4 = 1;
+	} else if (inet_pton(AF_INET6, host, addr) == 1) {
+		static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		if (memcmp(addr, mapped, 12) == 0) {
+			a = (uint32_t)addr[12] << 24 | (uint32_t)addr[13] << 16 |
+			    (uint32_t)addr[14] << 8 | addr[15];
+			v4 = 1;
+		} else if (addr[0] == 0xfe && (addr[1] & 0xc0) == 0x80) {
+			snprintf(why, n, "'%s' is a link-local address (allow-list the host in "
+				 "[runner] callback_allow_hosts to permit it)", url);
+			return 0;
+		}
+	}
+	if (v4 && (a & 0xffff0000) == 0xa9fe0000) {
+		snprintf(why, n, "'%s' is a link-local address, where cloud metadata answers "
+			 "(allow-list the host in [runner] callback_allow_hosts to permit it)", url);
+		return 0;
+	}
+	return 1;
+}
+
+int sr__plan_callbacks_ok(const struct sr__toolset *tools, const char *allow_csv,
+			  char *why, size_t n)
+{
+	char *buf = strdup(allow_csv ? allow_csv : ""), *tok, *save, reason[600];
+	const char **allow = calloc(strlen(buf ? buf : "") / 2 + 2, sizeof(*allow));
+	size_t k = 0;
+	int rc = SR_OK;
+
+	if (!buf || !allow) {
+		free(buf);
+		free(allow);
+		return SR_ENOMEM;
+	}
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		allow[k++] = tok;
+	for (size_t i = 0; i < tools->n && rc == SR_OK; i++) {
+		const sr__tool *t = &tools->tools[i];
+		if (t->url && !sr__plan_callback_url_ok(t->url, allow, reason, sizeof(reason))) {
+			snprintf(why, n, "tool '%s': callback: %s", t->name, reason);
+			rc = SR_EPERM;
+		}
+	}
+	free(allow);
+	free(buf);
+	return rc;
+}
+
 int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,
 				 char *host, size_t hn)
 {

@@ -32,6 +32,21 @@ int sr__plan_check(const sr__plan *p, const char **code, char *msg, size_t n);
 int sr__plan_mcp_url_ok(const char *url, const char *const *allow,
 			char *why, size_t n);
 
+/* The guard for a tool's callback URL, a runner-side service (loopback
+ * and private addresses are fine): no credentials in the URL, and no
+ * link-local address (169.254/16, where cloud metadata answers, in any
+ * spelling: dotted, hex, decimal, v4-mapped IPv6; fe80::/10) unless its
+ * host is allow-listed (allow: NULL-terminated, may be NULL). */
+int sr__plan_callback_url_ok(const char *url, const char *const *allow,
+			     char *why, size_t n);
+
+/* Every callback URL of tools under that guard, with allow_csv the
+ * operator's comma-separated allow-list ([runner] callback_allow_hosts):
+ * SR_OK, SR_EPERM with the tool and the reason in why, or SR_ENOMEM. */
+struct sr__toolset;
+int sr__plan_callbacks_ok(const struct sr__toolset *tools, const char *allow_csv,
+			  char *why, size_t n);
+
 /* Whether url's host must be resolved before the run (a name, neither a
  * literal address nor allow-listed); the host goes into host. */
 int sr__plan_mcp_host_to_resolve(const char *url, const char *const *allow,

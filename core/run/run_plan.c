@@ -312,6 +312,12 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		return SR_ENOMEM;
 	}
 	plan.mcp_allow_hosts = r->allow;
+	if (r->tools && (rc = sr__plan_callbacks_ok(r->tools, ctx->rc.callback_allow_hosts, msg,
+						    sizeof(msg))) != SR_OK) {
+		refuse(r, "tool_callback_refused", rc == SR_ENOMEM ? "out of memory" : msg, exit_code);
+		sr__run_free(r);
+		return rc == SR_ENOMEM ? SR_ENOMEM : SR_EPERM;
+	}
 	plan.credential_isolation = ctx->rc.credential_isolation;
 	if (sr__plan_check(&plan, &code, msg, sizeof(msg)) != SR_OK) {
 		refuse(r, code, msg, exit_code);

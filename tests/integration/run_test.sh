@@ -58,6 +58,19 @@ grep -q mcp_url_refused "$T/out" && fail "allow-listed host refused" || ok "allo
 gate "unknown session" unknown_session --session ses-0000000000000000 hi
 gate "bad session id" unknown_session --session ../../etc hi
 gate "invalid tools file" tools_invalid --tools "$T/bad-tools.json" hi
+# A callback at the cloud metadata address (written in hex), or with
+# credentials in its URL: refused before any sandbox exists.
+printf '[{"name":"meta","description":"x","permission":"allow","input_schema":{"type":"object"},"callback":{"url":"http://0xa9fea9fe/latest/"}}]' >"$T/meta-tools.json"
+gate "a tool callback at a link-local address" tool_callback_refused --tools "$T/meta-tools.json" hi
+grep_in "the refusal names the tool and why" "$T/out" "tool 'meta': callback: 'http://0xa9fea9fe/latest/' is a link-local address"
+printf '[{"name":"cred","description":"x","permission":"allow","input_schema":{"type":"object"},"callback":{"url":"http://u:secret-pw@127.0.0.1:9/"}}]' >"$T/cred-tools.json"
+gate "a tool callback with credentials in its URL" tool_callback_refused --tools "$T/cred-tools.json" hi
+SANDRUN_RUNNER_CALLBACK_ALLOW_HOSTS=0xa9fea9fe expect "an allow-listed callback host passes the plan" 6 \
+	"$S" run --json --tools "$T/meta-tools.json" hi
+grep -q tool_callback_refused "$T/out" && fail "allow-listed callback refused" || ok "allow-listed callback not refused"
+expect "tools serve refuses it too" 3 "$S" tools serve --tools "$T/meta-tools.json" --relay-dir "$T/relay-meta"
+grep_in "  naming it" "$T/err" "tool 'meta': callback: .* link-local"
+SANDRUN_RUNNER_CALLBACK_ALLOW_HOSTS='a/b' expect "a bad callback_allow_hosts is a config error" 3 "$S" run --json hi
 expect "no prompt at all is a usage error" 2 "$S" run
 expect "--help documents the gates' exit code" 0 "$S" run --help
 grep_in "help: exit 5" "$T/out" "5 refused before any sandbox existed"

@@ -147,6 +147,36 @@ Test(plan, the_allow_list_admits_a_private_host)
 	cr_assert(sr__plan_mcp_url_ok("https://10.1.2.3/mcp", allow, why, sizeof(why)));
 }
 
+/* A tool's callback is a runner-side service: loopback and private
+ * addresses are fine; link-local ones (cloud metadata) in every spelling an
+ * HTTP client connects to, and credentials in the URL, are not. */
+Test(plan, a_callback_at_a_link_local_address_or_with_credentials_is_refused)
+{
+	static const char *const refused[] = {
+		"http://169.254.169.254/latest/meta-data/", "http://0xa9fea9fe/",
+		"http://2852039166/", "http://0251.0376.0251.0376/", "http://169.254.1.1:8080/x",
+		"http://[::ffff:169.254.169.254]/", "http://[::ffff:a9fe:a9fe]/",
+		"http://[fe80::1]/", "http://169.254.169.254./",
+		"http://user:pw@127.0.0.1:9/cb", "https://token@example.com/cb", NULL };
+	static const char *const fine[] = {
+		"http://127.0.0.1:9/cb", "http://10.0.0.8/cb", "https://tools.example.com/cb",
+		"http://[::1]:9/cb", "http://localhost:9/cb", "http://169.255.0.1/", NULL };
+	const char *allow[] = { "169.254.169.254", NULL };
+	char why[400];
+
+	for (const char *const *u = refused; *u; u++) {
+		why[0] = 0;
+		cr_assert_not(sr__plan_callback_url_ok(*u, NULL, why, sizeof(why)), "%s taken", *u);
+		cr_assert(strstr(why, *u) || strstr(why, "credentials"), "%s: %s", *u, why);
+	}
+	for (const char *const *u = fine; *u; u++)
+		cr_assert(sr__plan_callback_url_ok(*u, NULL, why, sizeof(why)), "%s: %s", *u, why);
+	cr_assert(sr__plan_callback_url_ok("http://169.254.169.254/x", allow, why, sizeof(why)));
+	cr_assert_not(sr__plan_callback_url_ok("http://user:pw@169.254.169.254/x", allow, why,
+					       sizeof(why)), "credentials even when allow-listed");
+	cr_assert(strstr(why, "credentials"), "%s", why);
+}
+
 /* [runner] credential_isolation = required: a provider that cannot keep
  * credentials out of the sandbox is refused before anything exists. */
 Test(plan, required_isolation_refuses_a_provider_without_it)
