@@ -11,6 +11,11 @@
 #include "sandrun/plugin.h"
 
 #define CREDENTIAL_MAX 16384
+/* A credential's value is redacted from every output while it is held:
+ * one too short, or a plain word, would garble the events of every run
+ * ("local", "ses-" as values), so it is refused, not held. */
+#define CREDENTIAL_MIN 8
+#define CREDENTIALS_MAX_N 32
 
 #define BAD(...)                                   \
 	do {                                       \
@@ -81,7 +86,10 @@ static int parse_model(sr__svc_request *q, json_t *model, char *msg, size_t n)
 		    strncmp(q->model_url, "http://", 7) != 0)
 			BAD("'model.url' must be an http:// or https:// URL");
 	}
+	if (json_object_size(creds) > CREDENTIALS_MAX_N)
+		BAD("'model.credentials' has more than %d entries", CREDENTIALS_MAX_N);
 	json_object_foreach(creds, k, v) {
+		const char *val;
 		if (!env_name(k))
 			BAD("'model.credentials': '%.100s' is not an environment variable name", k);
 		if (!json_is_string(v) || !*json_string_value(v) ||
@@ -89,6 +97,12 @@ static int parse_model(sr__svc_request *q, json_t *model, char *msg, size_t n)
 		    strlen(json_string_value(v)) != json_string_length(v))
 			BAD("'model.credentials.%s' must be a non-empty string (at most %d bytes, "
 			    "no NUL)", k, CREDENTIAL_MAX);
+		val = json_string_value(v);
+		if (strlen(val) < CREDENTIAL_MIN || strspn(val, "abcdefghijklmnopqrstuvwxyz") ==
+		    strlen(val))
+			BAD("'model.credentials.%s' is too short or too common to be a secret (at "
+			    "least %d characters, not a plain word): its value would be hidden "
+			    "from every output while it is held", k, CREDENTIAL_MIN);
 	}
 	/* Held before anything could show them, until the request is cleared. */
 	json_object_foreach(creds, k, v)

@@ -288,6 +288,26 @@ api POST '/v1/runs?wait=perhaps' '{"prompt":"ok"}'
 code "a bad wait: 400" 400
 api GET '/v1/runs/run-0000000000000000/events?after=-1'
 code "a bad after: 400" 400
+# A credential is redacted from every output while held: values too short
+# or too common to be secrets are refused, not held (they would garble
+# every run's events), and so are more than 32 of them (45,000 held one by
+# one stalled the loop for seconds).
+api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"local"}}}'
+code "a credential too short to be a secret: 400" 400
+grep_in "  saying why" "$T/body" "'model.credentials.ANTHROPIC_API_KEY' is too short or too common to be a secret"
+api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"sandboxsession"}}}'
+code "a plain word: 400" 400
+node -e 'const c={};for(let i=0;i<150;i++)c["K"+i]="v-"+String(i).padStart(6,"0");console.log(JSON.stringify({prompt:"ok",model:{credentials:c}}))' >"$T/many.json"
+api GET /metrics
+held=$(sed -n 's/^sandrun_secrets_held \([0-9]*\)$/\1/p' "$T/body")
+start_ms=$(date +%s%N)
+api POST /v1/runs @"$T/many.json"
+code "150 credentials (max_body is 4K here): 400" 400
+grep_in "  saying the limit" "$T/body" "'model.credentials' has more than 32 entries"
+[ $(( ($(date +%s%N) - start_ms) / 1000000 )) -lt 2000 ] && ok "  at once" || fail "  at once"
+api GET /metrics
+grep -q "^sandrun_secrets_held $held\$" "$T/body" && ok "  and nothing of them is held" ||
+	fail "  and nothing of them is held ($(grep '^sandrun_secrets_held' "$T/body"))"
 
 # --------------------------------------------------------- a run streamed
 api POST /v1/runs '{"prompt":"ok"}'
