@@ -19,10 +19,12 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/host/log.h"
@@ -224,9 +226,17 @@ static int method_ok(enum route r, const char *method)
 
 /* ----------------------------------------------------------- handlers */
 
+/* A query argument; "" for one with a NUL in it (%00), which no value the
+ * API takes has, and which C would otherwise read cut short. */
 static const char *arg(struct MHD_Connection *conn, const char *key)
 {
-	return MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+	const char *v = NULL;
+	size_t len = 0;
+
+	if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v,
+					  &len) != MHD_YES || !v)
+		return NULL;
+	return strlen(v) == len ? v : "";
 }
 
 static enum MHD_Result health(sr__svc *s, struct MHD_Connection *conn)
@@ -503,8 +513,12 @@ static enum MHD_Result run_events(sr__svc *s, struct MHD_Connection *conn, const
 	char *end = NULL;
 
 	if (after) {
+		/* Digits only: strtoull would take "+5", " 5" (from %20) and
+		 * saturate 2^64 to its largest value. */
+		errno = 0;
 		n = strtoull(after, &end, 10);
-		if (!*after || *end || after[0] == '-')
+		if (!*after || *end || strspn(after, "0123456789") != strlen(after) ||
+		    errno == ERANGE)
 			return send_error(s, conn, MHD_HTTP_BAD_REQUEST, "invalid_request",
 					  "'after' must be an event number (0 or more)");
 	}
@@ -519,7 +533,7 @@ static enum MHD_Result run_permission(sr__svc *s, sr__api_req *q)
 	const char *rid;
 	enum MHD_Result ret;
 
-	body = json_loadb(q->body ? q->body : "", q->len, 0, &err);
+	body = json_loadb(q->body ? q->body : "", q->len, JSON_REJECT_DUPLICATES, &err);
 	rid = json_string_value(json_object_get(body, "request_id"));
 	allow = json_object_get(body, "allow");
 	if (!body || !json_is_object(body) || !rid || !json_is_boolean(allow) ||
@@ -740,15 +754,55 @@ static enum MHD_Result dispatch(sr__svc *s, sr__api_req *q, const char *method)
 
 /* --------------------------------------------------------- the request */
 
+/* Counts the request's headers of one name (case-insensitive). */
+struct header_count {
+	const char *name;
+	unsigned n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	struct header_count *c = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, c->name) == 0)
+		c->n++;
+	return MHD_YES;
+}
+
+/* A header the request must not carry twice: one part of a chain may read
+ * the first and another the last (request smuggling, a token checked that
+ * is not the one used). */
+static int repeated(struct MHD_Connection *conn, const char *name)
+{
+	struct header_count c = { name, 0 };
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &c);
+	return c.n > 1;
+}
+
 /* Everything that can be said from the headers alone. */
 static enum MHD_Result headers(sr__svc *s, struct MHD_Connection *conn, const char *url,
-			       const char *method, void **state)
+			       const char *method, const char *version, void **state)
 {
 	char id[72] = "";
 	enum route route = match(url, id, sizeof(id));
 	const char *cl;
 	sr__api_req *q;
 
+	/* HTTP/1.1 requires Host (RFC 9112, 3.2); two lengths or two
+	 * credentials are ambiguous. */
+	if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+	    !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"))
+		return send_error(s, conn, MHD_HTTP_BAD_REQUEST, "invalid_request",
+				  "an HTTP/1.1 request needs a Host header");
+	if (repeated(conn, "Content-Length") || repeated(conn, "Authorization") ||
+	    repeated(conn, "Host") || repeated(conn, "Transfer-Encoding"))
+		return send_error(s, conn, MHD_HTTP_BAD_REQUEST, "invalid_request",
+				  "a header that may appear once appears twice (Content-Length, "
+				  "Transfer-Encoding, Authorization or Host)");
 	if (route == R_NONE)
 		return send_error(s, conn, MHD_HTTP_NOT_FOUND, "not_found", "no route %.200s", url);
 	if (!method_ok(route, method)) {
@@ -786,9 +840,8 @@ enum MHD_Result sr__api_request(void *cls, struct MHD_Connection *conn, const ch
 	sr__svc *s = cls;
 	sr__api_req *q = *state;
 
-	(void)version;
 	if (!q)
-		return headers(s, conn, url, method, state);
+		return headers(s, conn, url, method, version, state);
 	if (*upload_size) {
 		if (!q->too_big && q->len + *upload_size <= s->conf.max_body) {
 			char *g = realloc(q->body, q->len + *upload_size + 1);

@@ -250,6 +250,23 @@ raw() { # raw REQUEST-HEAD: the status line, or "" after 3 s
 line=$(raw 'POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n')
 [ "$line" = "HTTP/1.1 401 Unauthorized" ] && ok "401 before the body is read" || fail "401 before the body is read (got '$line')"
 
+# Ambiguous requests: each a 400, whatever a lenient parser would pick.
+bad_head() { # bad_head NAME HEAD
+	line=$(raw "$2")
+	[ "$line" = "HTTP/1.1 400 Bad Request" ] && ok "$1: 400" || fail "$1: 400 (got '$line')"
+}
+bad_head "two different Content-Length headers" \
+	"POST /v1/runs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer $TOKEN\\r\\nContent-Length: 2\\r\\nContent-Length: 40\\r\\n\\r\\n{}"
+bad_head "two Authorization headers, the first valid" \
+	"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer $TOKEN\\r\\nAuthorization: Bearer other\\r\\n\\r\\n"
+bad_head "two Authorization headers, the second valid" \
+	"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer other\\r\\nAuthorization: Bearer $TOKEN\\r\\n\\r\\n"
+bad_head "HTTP/1.1 without Host" "GET /metrics HTTP/1.1\\r\\nAuthorization: Bearer $TOKEN\\r\\n\\r\\n"
+for a in '+5' '%205' '18446744073709551616' '5%00' '0x5'; do
+	api GET "/v1/runs/run-0000000000000000/events?after=$a"
+	code "after=$a: 400" 400
+done
+
 # --------------------------------------------------------------- limits
 line=$(raw "POST /v1/runs HTTP/1.1\\r\\nHost: x\\r\\nAuthorization: Bearer $TOKEN\\r\\nContent-Length: 5000\\r\\n\\r\\n")
 [ "$line" = "HTTP/1.1 413 Request Entity Too Large" ] || [ "$line" = "HTTP/1.1 413 Content Too Large" ] &&
@@ -375,6 +392,8 @@ api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-9","allow":true}'
 code "an unknown request id: 404" 404
 api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1"}'
 code "an answer without allow: 400" 400
+api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1","allow":false,"allow":true}'
+code "an answer with allow twice: 400" 400
 api POST "/v1/runs/$RUN/permissions" '{"request_id":"perm-1","allow":true}'
 code "the answer is taken" 200
 wait_state "$RUN" finished && ok "the run then ends" || fail "the run then ends"
