@@ -114,6 +114,34 @@ left=$(marked)
 test -z "$left" && ok "they die with the runner" ||
 	{ fail "they die with the runner (left: $left)"; kill -9 $left 2>/dev/null; }
 
+# The runner's record of a sandbox is out of its reach: a sandbox made
+# with network off that writes a record of its own (network open, another
+# sandbox's id and labels), or plants a link where a record's temporary
+# file would go, changes nothing the runner decides from.
+off=$("$S" sandbox create --network off) || fail "a sandbox with network off"
+victim=$("$S" sandbox create --label team=victim) || fail "a victim sandbox"
+echo host-file >"$T/host-file"
+in_box "$off" "printf '{\"id\":\"$victim\",\"state\":\"running\",\"network\":\"open\",\"labels\":{\"sandrun.run\":\"x\"}}' >../meta.json;
+	ln -s '$T/host-file' ../meta.json.tmp; ln -s '$T/host-file' ../.records 2>/dev/null; echo planted"
+grep -q planted "$T/out" && ok "the agent wrote its forged record" || fail "the agent wrote its forged record"
+"$node" -e 'const s=require("net").createServer(c=>c.end("hi")).listen(0,"127.0.0.1",()=>{console.log(s.address().port)});setTimeout(()=>process.exit(0),30000)' >"$T/port" &
+port_srv=$!
+for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+"$S" sandbox park "$off" >/dev/null 2>&1; "$S" sandbox reconnect "$off" >/dev/null 2>&1
+[ "$(cat "$T/host-file")" = host-file ] && ok "a park and reconnect wrote through no planted link" ||
+	fail "a park and reconnect wrote through no planted link"
+"$S" sandbox list --json >"$T/list.json"
+grep -q "\"id\":\"$off\".*\"network\":\"off\"\|\"network\":\"off\".*\"id\":\"$off\"" "$T/list.json" &&
+	ok "the runner still has it as network off" || { fail "the runner still has it as network off"; cat "$T/list.json"; }
+refused "its next exec still has no network" "$off" \
+	"$node -e 'const s=require(\"net\").connect($(cat "$T/port"),\"127.0.0.1\");s.on(\"connect\",()=>process.exit(0));s.on(\"error\",()=>process.exit(1))'"
+"$S" janitor --grace 0 >/dev/null 2>&1
+"$S" sandbox list --json | grep -q "\"$victim\"" && ok "the janitor did not delete the sandbox the forged record named" ||
+	fail "the janitor did not delete the sandbox the forged record named"
+kill "$port_srv" 2>/dev/null
+"$S" sandbox destroy "$off" >/dev/null 2>&1
+"$S" sandbox destroy "$victim" >/dev/null 2>&1
+
 expect "exec of a missing program is 127" 127 "$S" exec -- /nonexistent/prog
 "$S" sandbox destroy "$a" >/dev/null 2>&1
 "$S" sandbox destroy "$b" >/dev/null 2>&1

@@ -701,11 +701,11 @@ grep_in "... the restart says so" "$T/crash2.log" "run $RUN was not over when th
 grep_in "killed with a sandbox warm: the next start finds it" "$T/crash2.log" \
 	"found 1 sandboxes a stopped service kept running (parking them stopped)"
 for _ in $(seq 100); do
-	grep -q '"state": *"parked-stopped"' "$boxes/$WARMBOX/meta.json" 2>/dev/null && break
+	grep -q '"state": *"parked-stopped"' "$boxes/.records/$WARMBOX.json" 2>/dev/null && break
 	sleep 0.05
 done
-grep -q '"state": *"parked-stopped"' "$boxes/$WARMBOX/meta.json" && ok "... and parks it stopped" ||
-	fail "... and parks it stopped ($WARMBOX: $(cat "$boxes/$WARMBOX/meta.json" 2>&1))"
+grep -q '"state": *"parked-stopped"' "$boxes/.records/$WARMBOX.json" && ok "... and parks it stopped" ||
+	fail "... and parks it stopped ($WARMBOX: $(cat "$boxes/.records/$WARMBOX.json" 2>&1))"
 kill -TERM "$SVC_PID"
 wait "$SVC_PID"
 
@@ -737,8 +737,8 @@ SBB=$(box_in "$T/body")
 wait_grep "$T/cool.log" "the warm pool is full for provider local (max_warm 1)" &&
 	ok "max_warm is strict: the second sandbox is parked stopped" ||
 	fail "max_warm is strict: the second sandbox is parked stopped"
-grep -q '"state": *"parked-stopped"' "$boxes/$SBB/meta.json" && ok "... it is stopped" ||
-	fail "... it is stopped ($(cat "$boxes/$SBB/meta.json"))"
+grep -q '"state": *"parked-stopped"' "$boxes/.records/$SBB.json" && ok "... it is stopped" ||
+	fail "... it is stopped ($(cat "$boxes/.records/$SBB.json"))"
 wait_grep "$T/cool.log" "session $SA: sandbox [^ ]* parked stopped (expired)" &&
 	ok "after warm_live the first is parked stopped" || fail "after warm_live the first is parked stopped"
 api POST /v1/runs "{\"prompt\":\"ok\",\"session\":\"$SA\"}"
@@ -770,7 +770,7 @@ SBX=$(box_in "$T/follow")
 grep_in "SIGTERM: the warm sandboxes are parked stopped" "$T/svc.log" \
 	"stopping: parking the [0-9]* warm sandboxes stopped"
 SBW=$(box_in "$T/there.ndjson")
-grep -q '"state": *"parked-stopped"' "$boxes/$SBW/meta.json" && ok "... one of them, stopped" ||
-	fail "... one of them, stopped ($SBW: $(cat "$boxes/$SBW/meta.json" 2>&1))"
+grep -q '"state": *"parked-stopped"' "$boxes/.records/$SBW.json" && ok "... one of them, stopped" ||
+	fail "... one of them, stopped ($SBW: $(cat "$boxes/.records/$SBW.json" 2>&1))"
 replicas
 finish

@@ -1,6 +1,8 @@
-/* A sandbox on disk: its id, directory and record (meta.json), the
+/* A sandbox on disk: its id, directory and record (ROOT/.records/ID.json,
+ * out of the sandbox's reach), the
  * network policy it can have, and small helpers the other files share. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,27 +151,94 @@ void local__sandbox_dir(const local *lp, const char *id, char *buf, size_t n)
 	snprintf(buf, n, "%s/%s", lp->root, id);
 }
 
-json_t *local__meta_read(const local *lp, const char *id)
+/* The records live beside the sandboxes, not in them: a sandbox's
+ * directory is its agent's to write (a record there could be rewritten:
+ * another sandbox's id and labels for the janitor to delete it, network
+ * "open" for a sandbox made "off", a .tmp link for a write through it).
+ * ROOT/.records is the runner's alone (mode 0700, masked in the sandbox
+ * with the rest of ROOT), and nothing in it is followed. */
+static int records_dir(const local *lp, int create)
 {
 	char path[4096];
+	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/meta.json", lp->root, id);
-	return json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+	snprintf(path, sizeof(path), "%s/" RECORDS_DIR, lp->root);
+	if (create && mkdir(path, 0700) != 0 && errno != EEXIST)
+		return -1;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd;
+}
+
+json_t *local__meta_read(const local *lp, const char *id)
+{
+	char name[128];
+	json_t *j = NULL;
+	FILE *f;
+	int dfd, fd;
+
+	if (!local__valid_id(id) || (dfd = records_dir(lp, 0)) < 0)
+		return NULL;
+	snprintf(name, sizeof(name), "%s.json", id);
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0 || !(f = fdopen(fd, "r"))) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	j = json_loadf(f, JSON_REJECT_DUPLICATES, NULL);
+	fclose(f);
+	return j;
 }
 
 int local__meta_write(const local *lp, const char *id, json_t *meta)
 {
-	char path[4096], tmp[4200];
+	char name[128], tmp[160], *text;
+	size_t len, off = 0;
+	int dfd, fd, rc = SR_OK;
 
-	snprintf(path, sizeof(path), "%s/%s/meta.json", lp->root, id);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(meta, tmp, JSON_COMPACT) != 0)
+	if (!local__valid_id(id) || !(text = json_dumps(meta, JSON_COMPACT)))
 		return SR_EIO;
-	if (rename(tmp, path) != 0) {
-		unlink(tmp);
+	if ((dfd = records_dir(lp, 1)) < 0) {
+		free(text);
 		return SR_EIO;
 	}
-	return SR_OK;
+	snprintf(name, sizeof(name), "%s.json", id);
+	snprintf(tmp, sizeof(tmp), ".%s.json.tmp", id);
+	(void)unlinkat(dfd, tmp, 0); /* one a crash left */
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	len = strlen(text);
+	while (fd >= 0 && off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (fd < 0 || off < len || fsync(fd) != 0)
+		rc = SR_EIO;
+	if (fd >= 0)
+		close(fd);
+	if (rc == SR_OK && renameat(dfd, tmp, dfd, name) != 0)
+		rc = SR_EIO;
+	if (rc != SR_OK)
+		(void)unlinkat(dfd, tmp, 0);
+	close(dfd);
+	free(text);
+	return rc;
+}
+
+void local__meta_remove(const local *lp, const char *id)
+{
+	char name[128];
+	int dfd;
+
+	if (!local__valid_id(id) || (dfd = records_dir(lp, 0)) < 0)
+		return;
+	snprintf(name, sizeof(name), "%s.json", id);
+	(void)unlinkat(dfd, name, 0);
+	close(dfd);
 }
 
 const char *local__net_name(int mode)

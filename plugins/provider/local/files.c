@@ -162,8 +162,8 @@ static int do_create(fop *f)
 	rc = meta ? local__meta_write(f->lp, f->id, meta) : SR_ENOMEM;
 	json_decref(meta);
 	if (rc != SR_OK)
-		snprintf(f->message, sizeof(f->message), "local: cannot write %s/meta.json",
-			 dir);
+		snprintf(f->message, sizeof(f->message), "local: cannot write the record of %s "
+			 "(%s/" RECORDS_DIR ")", f->id, f->lp->root);
 	return rc;
 }
 
@@ -184,7 +184,7 @@ static int set_state(fop *f, const char *state)
 	json_decref(meta);
 	if (rc != SR_OK)
 		snprintf(f->message, sizeof(f->message),
-			 "local: sandbox '%s': cannot write meta.json", f->id);
+			 "local: sandbox '%s': cannot write its record", f->id);
 	return rc;
 }
 
@@ -209,6 +209,8 @@ static int do_destroy(fop *f)
 			 "local: sandbox '%s': cannot remove everything: %s", f->id,
 			 strerror(errno));
 		rc = SR_EIO;
+	} else {
+		local__meta_remove(f->lp, f->id);
 	}
 	if (rootfd >= 0)
 		close(rootfd);

@@ -1,8 +1,9 @@
 /*
  * The local provider: a sandbox is a directory on the runner's host.
  *
- *   ROOT/sb-<16 hex>/            mode 0700
- *       meta.json                state, network mode, environment, labels
+ *   ROOT/.records/sb-<16 hex>.json  state, network mode, environment, labels:
+ *                                the runner's record, out of the sandbox's reach
+ *   ROOT/sb-<16 hex>/            mode 0700, the sandbox's own (its agent writes it)
  *       workspace/               the agent's working directory
  *       home/  tmp/              HOME and TMPDIR of its processes
  *

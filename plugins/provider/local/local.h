@@ -85,6 +85,10 @@ int local__errno_status(int e);
 void local__sandbox_dir(const local *lp, const char *id, char *buf, size_t n);
 json_t *local__meta_read(const local *lp, const char *id);
 int local__meta_write(const local *lp, const char *id, json_t *meta);
+/* The record goes with its sandbox. */
+void local__meta_remove(const local *lp, const char *id);
+/* Where the records are, under ROOT (not a sandbox id). */
+#define RECORDS_DIR ".records"
 const char *local__net_name(int mode);
 const sr_network_policy *local__network_of(const sr_sandbox_spec *spec);
 const char *local__policy_unenforceable(const local *lp,
