@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,9 +269,42 @@ int sr__run_new_relay(sr__run *r, const char *dir, const char *journal)
 	return SR_OK;
 }
 
+/* Write text to path, in a directory the sandbox writes: through a new
+ * file renamed over it, neither a link at path nor one at the temporary
+ * name is followed (a link there would have the runner write a host file). */
+static int write_in_sandbox(const char *path, const char *text)
+{
+	char tmp[4300];
+	size_t len = strlen(text), off = 0;
+	int fd, rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+	(void)unlink(tmp); /* a link or a leftover: removed, never followed */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = -1;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (close(fd) != 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = -1;
+	if (rc != 0)
+		(void)unlink(tmp);
+	return rc;
+}
+
 static int start_relay(sr__run *r)
 {
-	char err[600], journal[4200];
+	char err[600], journal[4200], *text;
 	json_t *specs;
 	const char *state = sr__ctx_state_dir(r->ctx);
 
@@ -278,12 +313,14 @@ static int start_relay(sr__run *r)
 	snprintf(journal, sizeof(journal), "%s/relay/%s", state ? state : "/nonexistent",
 		 r->session);
 	specs = sr__tools_specs(r->tools);
-	if (json_dump_file(specs, r->specs, JSON_COMPACT) != 0) {
-		json_decref(specs);
+	text = specs ? json_dumps(specs, JSON_COMPACT) : NULL;
+	json_decref(specs);
+	if (!text || write_in_sandbox(r->specs, text) != 0) {
+		free(text);
 		sr__run_fail(r, "prepare_failed", "cannot write the tool specs at %s", r->specs);
 		return SR_EIO;
 	}
-	json_decref(specs);
+	free(text);
 	if (sr__run_new_relay(r, r->relay_dir, journal) != SR_OK)
 		return SR_EIO;
 	sr__relay_start(r->relay);

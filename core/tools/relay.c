@@ -1414,6 +1414,8 @@ static void on_poll(uv_timer_t *t)
 
 /* ------------------------------------------------------------ public */
 
+static int own_dir(const char *dir);
+
 int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 		  char *err, size_t errlen)
 {
@@ -1430,7 +1432,14 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 			 strerror(errno));
 		return SR_EIO;
 	}
-	chmod(o->dir, 0700);
+	/* The relay directory may lie where the sandbox writes: a link put in
+	 * its place is removed, not followed (a sweep would empty, and a chmod
+	 * change, the directory it names). */
+	if (own_dir(o->dir) != 0) {
+		snprintf(err, errlen, "relay directory %s: not a directory of its own, and "
+			 "cannot be made one: %s", o->dir, strerror(errno));
+		return SR_EIO;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return SR_ENOMEM;
@@ -1522,20 +1531,49 @@ int sr__relay_start(sr__relay *r)
 	return SR_OK;
 }
 
+/* Make dir's last component a real directory, mode 0700: a symbolic link
+ * or another file there is removed and the directory made. 0, or -1 with
+ * errno. */
+static int own_dir(const char *dir)
+{
+	struct stat st;
+	int fd;
+
+	if (lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		if (unlink(dir) != 0 || mkdir(dir, 0700) != 0)
+			return -1;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0700) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Remove the files of dir that match, beneath the directory itself: a link
+ * in its place is not followed. */
 static int sweep_dir(const char *dir, int (*match)(const char *name))
 {
-	DIR *d = opendir(dir);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
 	int count = 0;
 
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return 0;
+	}
 	while ((e = readdir(d))) {
-		char path[4096];
 		if (!match(e->d_name))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		if (unlink(path) == 0)
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
 			count++;
 	}
 	closedir(d);

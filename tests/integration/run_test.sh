@@ -109,6 +109,30 @@ rc=$(cat "$T/rc")
 [ "$rc" != 141 ] && ok "a reader gone: no SIGPIPE death (exit $rc)" ||
 	fail "a reader gone: killed by SIGPIPE (exit $rc)"
 
+# The sandbox's directory is its agent's: links it plants where the runner
+# writes the tool specs or keeps the relay are removed, never followed (a
+# sweep emptied, and a chmod changed, the host directory a relay link named;
+# the specs were written through a link into a host file).
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "a turn with tools" 0 \
+	"$S" run --json --tools "$T/tools.json" ok
+hses=$(sed -n 's/.*"type":"run.finished".*"session":"\([^"]*\)".*/\1/p' "$T/out" | head -n 1)
+hbox=$(sed -n 's/.*"type":"run.finished".*"sandbox":"\([^"]*\)".*/\1/p' "$T/out" | head -n 1)
+mkdir -p "$T/hostdir" && chmod 755 "$T/hostdir"
+echo keep >"$T/hostdir/host-1.req"; echo keep >"$T/hostdir/host-2.res"
+echo host-specs >"$T/host-specs"
+"$S" sandbox exec "$hbox" -- sh -c "cd .. && rm -rf relay tool-specs.json && ln -s '$T/hostdir' relay &&
+	ln -s '$T/host-specs' tool-specs.json && echo planted" >"$T/plant" 2>&1
+grep -q planted "$T/plant" && ok "the agent planted its links" || { fail "the agent planted its links"; cat "$T/plant"; }
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "the next turn" 0 \
+	"$S" run --json --session "$hses" --tools "$T/tools.json" ok
+[ -f "$T/hostdir/host-1.req" ] && [ -f "$T/hostdir/host-2.res" ] &&
+	ok "no host file was swept through the relay link" || fail "no host file was swept through the relay link"
+[ "$(stat -c %a "$T/hostdir")" = 755 ] && ok "the host directory's mode is unchanged" ||
+	fail "the host directory's mode is unchanged ($(stat -c %a "$T/hostdir"))"
+[ "$(cat "$T/host-specs")" = host-specs ] && ok "the specs were not written through the link" ||
+	fail "the specs were not written through the link"
+"$S" sandbox destroy "$hbox" >/dev/null 2>&1
+
 # Two turns on one session at once (two sandrun processes, no service to
 # lease it): both run from turn 1's pointer; the one that writes second
 # loses the compare-and-set, says so, and exits 6; the pointer is the
