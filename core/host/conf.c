@@ -49,7 +49,7 @@ static const char *const store_keys[] = { "url", NULL };
 
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
-	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", NULL
+	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", "model_hosts", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -632,6 +632,12 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 	else if (!valid_listen(sc->listen))
 		return sr__config_invalid(c, "service", "listen",
 			"HOST:PORT (an IPv6 address in brackets) or unix:/absolute/path");
+	sc->model_hosts = sr__config_get(c, "service", "model_hosts");
+	if (!sc->model_hosts)
+		sc->model_hosts = "";
+	else if (strpbrk(sc->model_hosts, "/@*?[] \t"))
+		return sr__config_invalid(c, "service", "model_hosts",
+			"a comma-separated list of exact hosts, each HOST or HOST:PORT");
 	sc->tokens_file = sr__config_get(c, "service", "tokens_file");
 	if (sc->tokens_file && !*sc->tokens_file)
 		sc->tokens_file = NULL;

@@ -93,6 +93,9 @@ typedef struct sr__service_conf {
 	unsigned lease_ttl_s;    /* a session's lease lasts this long past
 				  * its holder's last heartbeat (sent every
 				  * third of it); default 30 */
+	const char *model_hosts; /* hosts (HOST or HOST:PORT, comma-separated)
+				  * a request's model.url may name without
+				  * credentials of its own; "" none */
 } sr__service_conf;
 
 /* Fill sc from [service], validating each value (SR_EINVAL on the first

@@ -31,6 +31,7 @@
 #include "core/host/status.h"
 #include "core/plugins/plugin.h"
 #include "core/plugins/provider.h"
+#include "core/run/plan.h"
 #include "core/run/session.h"
 #include "core/service/svc_int.h"
 
@@ -295,6 +296,7 @@ static int shim_ok(sr__svc *s)
 
 static enum MHD_Result take_lease(sr__svc *s, sr__api_req *q, sr__svc_request *req,
 				  int waiting);
+static int model_host_ok(const char *hosts, const char *url);
 static enum MHD_Result launch(sr__svc *s, sr__api_req *q, sr__svc_request *req,
 			      int waiting);
 
@@ -313,6 +315,17 @@ static enum MHD_Result start_run(sr__svc *s, sr__api_req *q)
 				  "'wait' must be true or false");
 	if (sr__svc_request_parse(q->body, q->len, &req, &code, msg, sizeof(msg)) != SR_OK)
 		return send_error(s, q->conn, MHD_HTTP_BAD_REQUEST, code, "%s", msg);
+	/* The service's own credentials go to the model hosts it was
+	 * configured for, not wherever a token holder points them. */
+	if (req.model_url && !req.credentials && !model_host_ok(s->conf.model_hosts, req.model_url)) {
+		ret = send_error(s, q->conn, MHD_HTTP_BAD_REQUEST, "model_url_refused",
+				 "'model.url' %.300s without 'model.credentials': the service's own "
+				 "credentials go only to the hosts of [service] model_hosts (%s); give "
+				 "the credentials for this endpoint in the request", req.model_url,
+				 *s->conf.model_hosts ? s->conf.model_hosts : "none configured");
+		sr__svc_request_clear(&req);
+		return ret;
+	}
 	if (s->draining) {
 		sr__svc_request_clear(&req);
 		return send_error(s, q->conn, MHD_HTTP_SERVICE_UNAVAILABLE, "shutting_down",
@@ -439,6 +452,33 @@ static enum MHD_Result leased(sr__svc *s, sr__api_req *q)
 	sr__svc_request_clear(&w->req);
 	free(w);
 	return ret;
+}
+
+/* Whether url's host (and port) is in hosts, a comma-separated list of
+ * HOST (any port) or HOST:PORT. */
+static int model_host_ok(const char *hosts, const char *url)
+{
+	char host[256], why[300], entry[300];
+	long port = sr__url_port(url);
+	const char *p = hosts;
+
+	if (!sr__url_host(url, host, sizeof(host), why, sizeof(why)))
+		return 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char *colon;
+		snprintf(entry, sizeof(entry), "%.*s", (int)len, p);
+		p += len + (p[len] == ',');
+		colon = strrchr(entry, ':');
+		if (colon && !strchr(colon + 1, ']')) {
+			*colon = 0;
+			if (strtol(colon + 1, NULL, 10) != port)
+				continue;
+		}
+		if (strcasecmp(entry, host) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 /* Start the run and answer: its events, or 202. req is taken. */

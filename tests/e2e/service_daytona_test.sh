@@ -53,7 +53,11 @@ node "$SANDRUN_SRCDIR/tests/emulators/anthropic.mjs" --key "$ANTHROPIC_API_KEY" 
 model_pid=$!
 wait_for "$T/model.out"
 MODEL=$(field url "$T/model.out")
-SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
+# The requests name the model's URL and bring no credentials: the
+# service's own key goes there because the operator lists its host.
+MODEL_HOST=$(echo "$MODEL" | sed 's|^http://||; s|/.*||')
+SANDRUN_SERVICE_MODEL_HOSTS="other.example,$MODEL_HOST" \
+	SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" >"$T/svc.log" 2>&1 &
 svc=$!
 wait_grep "$T/svc.log" "listening on"
 grep -q "listening on" "$T/svc.log" && ok "sandrund listens" || { fail "sandrund listens"; cat "$T/svc.log"; finish; exit 1; }

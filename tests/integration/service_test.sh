@@ -309,6 +309,11 @@ code "a bad after: 400" 400
 # or too common to be secrets are refused, not held (they would garble
 # every run's events), and so are more than 32 of them (45,000 held one by
 # one stalled the loop for seconds).
+# The service's own credentials go only to the model hosts it lists: a
+# model.url elsewhere must bring its own.
+api POST /v1/runs '{"prompt":"ok","model":{"url":"https://collector.example/v1"}}'
+code "a model.url the service does not list, without credentials: 400" 400
+grep_in "  saying why" "$T/body" '"code":"model_url_refused".*\[service\] model_hosts (none configured)'
 api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"local"}}}'
 code "a credential too short to be a secret: 400" 400
 grep_in "  saying why" "$T/body" "'model.credentials.ANTHROPIC_API_KEY' is too short or too common to be a secret"
