@@ -339,18 +339,18 @@ static const char *path_of(const char *url)
  * Tunnels"), so the service's path and query are appended. */
 static void answer_url(op *o, const char *url)
 {
-	size_t n = strlen(url);
-	char *full = malloc(n + strlen(o->path) + 1);
+	size_t n = strlen(url), pn = strlen(o->path);
+	char *full = malloc(n + pn + 1);
 	json_t *j;
 
 	if (!full) {
 		op_fail(o, SR_ENOMEM, "out of memory");
 		return;
 	}
-	memcpy(full, url, n + 1);
+	memcpy(full, url, n);
 	if (n && full[n - 1] == '/' && o->path[0] == '/')
-		full[--n] = 0;
-	strcpy(full + n, o->path);
+		n--;
+	memcpy(full + n, o->path, pn + 1);
 	j = json_pack("{s:s}", "url", full);
 	free(full);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
