@@ -347,10 +347,9 @@ static void answer_url(op *o, const char *url)
 		op_fail(o, SR_ENOMEM, "out of memory");
 		return;
 	}
-	memcpy(full, url, n);
-	if (n && full[n - 1] == '/' && o->path[0] == '/')
+	if (n && url[n - 1] == '/' && o->path[0] == '/')
 		n--;
-	memcpy(full + n, o->path, pn + 1);
+	snprintf(full, n + pn + 1, "%.*s%s", (int)n, url, o->path);
 	j = json_pack("{s:s}", "url", full);
 	free(full);
 	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
