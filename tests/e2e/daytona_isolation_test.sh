@@ -190,12 +190,10 @@ curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer dtn-test-key" "
 	grep -q 404 && ok "the old sandbox is gone" || fail "the old sandbox is gone"
 secrets | grep -q "$placeholder" && fail "the old secret is left" || ok "the old secret went with it"
 
-# Codex, with each credential name it declares for an OpenAI endpoint:
-# the model gets exactly the key, through the proxy. (Pi is not here: its
-# HTTP client, undici's proxy agent, reaches even an http:// endpoint
-# through CONNECT, a tunnel in which the emulator's proxy substitutes
-# nothing; tests/e2e/daytona_test.sh runs Pi on Daytona with secrets off.)
-for hk in codex:OPENAI_API_KEY codex:CODEX_API_KEY; do
+# Codex with each credential name it declares for an OpenAI endpoint, and
+# Pi (whose HTTP client reaches even an http:// endpoint through CONNECT):
+# the model gets exactly the key, through the proxy.
+for hk in codex:OPENAI_API_KEY codex:CODEX_API_KEY pi:OPENAI_API_KEY; do
 	h=${hk%%:*} k=${hk#*:}
 	if [ ! -x "$SANDRUN_HARNESS_DIR/$h/node_modules/.bin/$h-acp" ]; then
 		[ "${CI:-}" = true ] && fail "the $h adapter is installed (CI=true)" ||

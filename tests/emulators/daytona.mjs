@@ -1038,14 +1038,14 @@ function forwardHeaders(raw, connection, drop = [], map = (v) => v) {
 const EGRESS_TAG = 'egress proxy (Daytona emulator)';
 const proxyAuthHeaders = { 'proxy-authenticate': 'Basic realm="daytona-egress"' };
 
-function egressRequest(req, res) {
+function egressRequest(req, res, tunnelSb) {
   // The request target as sent (absolute form), host lower-cased.
   const m = /^http:\/\/([^/?#]+)([^#]*)/i.exec(req.url);
   let host = '', port = '';
   try { const u = new URL(req.url); if (m) { host = u.hostname.toLowerCase(); port = u.port; } } catch { /* origin form */ }
   if (!host) return send(res, 400, `${EGRESS_TAG}: expected an absolute-form http:// request (https goes through CONNECT)\n`);
   const target = m[2] || '/';
-  const sb = egressSandbox(req);
+  const sb = tunnelSb ?? egressSandbox(req);
   const rec = egressRecord({ sandboxId: sb ? sb.id : null, method: req.method, host, path: target, secrets: [] });
   if (!sb) {
     rec.status = 407;
@@ -1109,18 +1109,32 @@ function egressConnect(req, socket, head) {
   if (!sb) return refuse(407, `${EGRESS_TAG}: Proxy-Authorization missing or wrong (the sandbox's HTTPS_PROXY carries it)\n`, proxyAuthHeaders);
   const up = egressUpstream(host, m[2]);
   if (!up) return refuse(502, `${EGRESS_TAG}: host ${host} is not in the egress host map (${EGRESS_HELP}); the emulator never contacts the internet\n`);
-  const upSock = net.connect(up.port, up.host, () => {
-    rec.status = 200;
-    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    if (head?.length) upSock.write(head);
-    upSock.pipe(socket);
-    socket.pipe(upSock);
-  });
-  upSock.on('error', (e) => {
-    if (rec.status === undefined) refuse(502, `${EGRESS_TAG}: upstream of ${host} (${up.host}:${up.port}) failed: ${e.code || e.message}\n`);
-    else socket.destroy();
-  });
-  socket.on('close', () => upSock.destroy());
+  // Daytona's proxy intercepts what goes through it; the emulator, with no
+  // TLS of its own, reads plain HTTP sent through a tunnel (as Node's proxy
+  // agents send even http:// requests) as it reads proxied requests, with the
+  // same substitution; anything else (TLS) is a blind tunnel.
+  rec.status = 200;
+  socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+  const start = (first) => {
+    if (/^[A-Z]{3,10} \/[^ ]* HTTP\/1\.[01]\r?\n/.test(first.subarray(0, 2048).toString('latin1'))) {
+      const inner = http.createServer((ireq, ires) => {
+        ireq.url = `http://${host}:${m[2]}${ireq.url}`;
+        try { egressRequest(ireq, ires, sb); } catch (e) { console.error(e); send(ires, 500, `${EGRESS_TAG}: internal error\n`); }
+      });
+      socket.unshift(first);
+      inner.emit('connection', socket);
+      return;
+    }
+    const upSock = net.connect(up.port, up.host, () => {
+      upSock.write(first);
+      upSock.pipe(socket);
+      socket.pipe(upSock);
+    });
+    upSock.on('error', () => socket.destroy());
+    socket.on('close', () => upSock.destroy());
+  };
+  if (head?.length) return start(head);
+  socket.once('data', (d) => { socket.pause(); start(d); socket.resume(); });
 }
 const egressServer = http.createServer((req, res) => {
   try { egressRequest(req, res); } catch (e) { console.error(e); send(res, 500, `${EGRESS_TAG}: internal error\n`); }

@@ -166,9 +166,13 @@ is "another sandbox's id with this one's token: 407" \
 sbx "$SB" "curl -s -w '\n%{http_code}' http://unmapped.example.test/x" >"$T/r"
 is "an unmapped host: 502" "$(code <"$T/r")" 502
 grep_in "the 502 names the host" "$T/r" "host unmapped.example.test is not in the egress host map"
-# CONNECT: a tunnel to the mapped upstream, bytes untouched.
-is "CONNECT tunnels, without substitution" \
-	"$(got "$SB" "curl -s -p -H \"x-api-key: \$MODEL_KEY\" $U/tunnel" 'd.url + " " + d.headers["x-api-key"]')" "/tunnel $ph_a"
+# CONNECT: a tunnel to the mapped upstream. Plain HTTP in it (as Node's
+# proxy agents send http:// requests) is read like a proxied request, with
+# the same substitution; other bytes (TLS) pass untouched.
+is "plain HTTP through CONNECT is substituted like a proxied request" \
+	"$(got "$SB" "curl -s -p -H \"x-api-key: \$MODEL_KEY\" $U/tunnel" 'd.url + " " + d.headers["x-api-key"]')" "/tunnel $real_a"
+is "... and to another host through CONNECT, the placeholder stays" \
+	"$(got "$SB" "curl -s -p -H \"x-api-key: \$MODEL_KEY\" http://other.test:$EP/t2" 'd.headers["x-api-key"]')" "$ph_a"
 # Loopback stays direct (NO_PROXY): the upstream sees no proxy at all.
 is "127.0.0.1 is reached directly" \
 	"$(got "$SB" "curl -s -H \"x-api-key: \$MODEL_KEY\" http://127.0.0.1:$EP/direct" 'd.headers["x-api-key"]')" "$ph_a"
@@ -190,7 +194,10 @@ is "the 407s are recorded without a sandbox" "$(jv "d.filter((e) => e.status ===
 is "the 502 is recorded" "$(jv "d.filter((e) => e.status === 502).map((e) => e.host).join()" <"$T/egress.json")" unmapped.example.test
 is "the CONNECT is recorded as a tunnel" \
 	"$(jv "d.filter((e) => e.method === 'CONNECT').map((e) => e.host + ':' + e.port + ' ' + e.tunnel + ' ' + e.status).join()" <"$T/egress.json")" \
-	"api.model.test:$EP true 200"
+	"api.model.test:$EP true 200,other.test:$EP true 200"
+is "... and the requests in them, with the secret swapped in" \
+	"$(jv "d.filter((e) => e.path === '/tunnel').map((e) => e.method + ' ' + e.host + ' ' + e.secrets.length).join()" <"$T/egress.json")" \
+	"GET api.model.test 1"
 is "?sandboxId= filters" "$(admin GET "/egress?sandboxId=$SB2" | jv "d.length + ' ' + d.every((e) => e.sandboxId === '$SB2')")" "1 true"
 
 # The host map through the admin API: api.model.test now goes to the
