@@ -203,7 +203,7 @@ int sr__config_load(sr__config *c, const char *path)
 {
 	/* Not blocking on a FIFO's open; only a regular file is read. */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	struct stat st;
+	struct stat st = { 0 };
 	FILE *f;
 	int line;
 

@@ -678,6 +678,11 @@ on('POST', '/toolbox/{id}/files/folder', (c) => {
 });
 on('POST', '/toolbox/{id}/files/move', (c) => {
   const s = c.query.get('source'), d = c.query.get('destination');
+  // MoveFile (apps/daemon/pkg/toolbox/fs/move_file.go): a destination that
+  // exists is 409, never overwritten.
+  const exists = (() => { try { fs.lstatSync(resolvePath(c.sb, d)); return true; } catch { return false; } })();
+  fsTry(s, () => fs.lstatSync(resolvePath(c.sb, s)));
+  if (exists) fail(409, 'destination already exists', 'CONFLICT');
   fsTry(s, () => fs.renameSync(resolvePath(c.sb, s), resolvePath(c.sb, d)));
   send(c.res, 200, null);
 });
@@ -753,7 +758,9 @@ on('DELETE', '/toolbox/{id}/process/session/{sid}', (c) => {
 });
 on('POST', '/toolbox/{id}/process/session/{sid}/exec', async (c) => {
   const s = c.sb.sessions.get(c.p.sid);
-  if (!s) fail(404, `session ${c.p.sid} not found`, 'NOT_FOUND');
+  // The controller wraps the service's not-found: c.Error(fmt.Errorf("failed to
+  // execute command: %w", err)) reaches the middleware's default case, 500.
+  if (!s) fail(500, `failed to execute command: not found: session not found`, 'INTERNAL_SERVER_ERROR');
   const body = await c.json();
   if (typeof body.command !== 'string' || !body.command) fail(400, 'command is required', 'INVALID_REQUEST_BODY');
   const cmd = enqueueCommand(c.sb, s, body.command);

@@ -591,6 +591,24 @@ Test(daytona, file_operations_round_trip)
 	reset();
 	sr__provider_file_rename(p, 3, id, "src/a.txt", "src/b.txt", sr__wait_done, &w);
 	wait_ok("rename");
+	/* A rename replaces its destination, as rename(2) does, though the
+	 * toolbox's move answers 409 for one that exists. */
+	reset();
+	sr__provider_file_put(p, 31, id, "src/c.txt", "gamma", 5, 0600, sr__wait_done, &w);
+	wait_ok("put c");
+	reset();
+	sr__provider_file_put(p, 32, id, "src/b2.txt", "old", 3, 0600, sr__wait_done, &w);
+	wait_ok("put b2");
+	reset();
+	sr__provider_file_rename(p, 33, id, "src/c.txt", "src/b2.txt", sr__wait_done, &w);
+	wait_ok("rename over an existing file");
+	reset();
+	sr__provider_file_get(p, 34, id, "src/b2.txt", 0, sr__wait_done, &w);
+	wait_ok("get the replaced file");
+	cr_assert(w.len == 5 && memcmp(w.data, "gamma", 5) == 0, "the destination was not replaced");
+	reset();
+	sr__provider_file_remove(p, 35, id, "src/b2.txt", sr__wait_done, &w);
+	wait_ok("remove b2");
 	reset();
 	sr__provider_file_list(p, 4, id, "src", sr__wait_done, &w);
 	wait_ok("list");

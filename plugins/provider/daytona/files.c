@@ -71,6 +71,49 @@ static void answered_ok(dy_op *op, const dy_resp *r)
 	ok_done(op, NULL);
 }
 
+static void moved(dy_op *op, const dy_resp *r);
+
+/* The destination is gone: move again (once). */
+static void dest_removed(dy_op *op, const dy_resp *r)
+{
+	char *url;
+
+	if (r->status != SR_OK || (r->http >= 300 && r->http != 404)) {
+		fail_path(op, r);
+		return;
+	}
+	op->attempts = -1; /* no third try */
+	url = tb_url(op, "/files/move?source=%s&destination=%s", op->path, op->path2);
+	if (!url) {
+		dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+		return;
+	}
+	dy__api(op, "POST", url, NULL, NULL, 0, 0, moved);
+	free(url);
+}
+
+/* The ABI's rename replaces its destination, as rename(2) does; the
+ * toolbox's move refuses one that exists (409 "destination already exists",
+ * MoveFile in apps/daemon/pkg/toolbox/fs/move_file.go), so the destination
+ * is removed and the move made again: not atomic there, which a caller
+ * replacing a file (the shim) can bear. */
+static void moved(dy_op *op, const dy_resp *r)
+{
+	char *url;
+
+	if (r->status == SR_OK && r->http == 409 && op->attempts != -1) {
+		url = tb_url(op, "/files?path=%s&recursive=true", op->path2, NULL);
+		if (!url) {
+			dy__op_finish(op, SR_ENOMEM, NULL, NULL, 0, "daytona: out of memory");
+			return;
+		}
+		dy__api(op, "DELETE", url, NULL, NULL, 0, 0, dest_removed);
+		free(url);
+		return;
+	}
+	answered_ok(op, r);
+}
+
 static void mode_set(dy_op *op, const dy_resp *r)
 {
 	json_t *code = json_object_get(r->json, "exitCode");
@@ -243,7 +286,7 @@ static void send_op(dy_op *op, const dy_resp *unused)
 	case F_RENAME:
 		url = tb_url(op, "/files/move?source=%s&destination=%s", op->path, op->path2);
 		if (url)
-			dy__api(op, "POST", url, NULL, NULL, 0, 0, answered_ok);
+			dy__api(op, "POST", url, NULL, NULL, 0, 0, moved);
 		break;
 	case F_REMOVE:
 		url = tb_url(op, "/files?path=%s&recursive=true", op->path, NULL);
