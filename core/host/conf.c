@@ -421,6 +421,20 @@ static int valid_abs_paths(const char *s)
 	return 1;
 }
 
+/* An allow-list key: comma-separated exact hosts (HOST or HOST:PORT), no
+ * wildcards; "" when absent. */
+static int host_list(const sr__config *c, const char *section, const char *key,
+		     const char **out)
+{
+	*out = sr__config_get(c, section, key);
+	if (!*out)
+		*out = "";
+	else if (strpbrk(*out, "/@*?[] \t"))
+		return sr__config_invalid(c, section, key,
+			"a comma-separated list of exact host names or addresses (no wildcards)");
+	return SR_OK;
+}
+
 int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 {
 	const char *v;
@@ -489,18 +503,9 @@ int sr__config_runner(const sr__config *c, sr__runner_conf *rc)
 				"a whole number from 1 to 1024");
 		rc->callback_concurrency = (unsigned)n;
 	}
-	rc->mcp_allow_hosts = sr__config_get(c, "runner", "mcp_allow_hosts");
-	if (!rc->mcp_allow_hosts)
-		rc->mcp_allow_hosts = "";
-	else if (strpbrk(rc->mcp_allow_hosts, "/@*?[] \t"))
-		return sr__config_invalid(c, "runner", "mcp_allow_hosts",
-			"a comma-separated list of exact host names or addresses (no wildcards)");
-	rc->callback_allow_hosts = sr__config_get(c, "runner", "callback_allow_hosts");
-	if (!rc->callback_allow_hosts)
-		rc->callback_allow_hosts = "";
-	else if (strpbrk(rc->callback_allow_hosts, "/@*?[] \t"))
-		return sr__config_invalid(c, "runner", "callback_allow_hosts",
-			"a comma-separated list of exact host names or addresses (no wildcards)");
+	if (host_list(c, "runner", "mcp_allow_hosts", &rc->mcp_allow_hosts) != SR_OK ||
+	    host_list(c, "runner", "callback_allow_hosts", &rc->callback_allow_hosts) != SR_OK)
+		return SR_EINVAL;
 	v = sr__config_get(c, "runner", "tool_latency");
 	rc->tool_latency_low = v && strcmp(v, "low") == 0;
 	if (v && !rc->tool_latency_low && strcmp(v, "normal") != 0)
@@ -632,12 +637,8 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 	else if (!valid_listen(sc->listen))
 		return sr__config_invalid(c, "service", "listen",
 			"HOST:PORT (an IPv6 address in brackets) or unix:/absolute/path");
-	sc->model_hosts = sr__config_get(c, "service", "model_hosts");
-	if (!sc->model_hosts)
-		sc->model_hosts = "";
-	else if (strpbrk(sc->model_hosts, "/@*?[] \t"))
-		return sr__config_invalid(c, "service", "model_hosts",
-			"a comma-separated list of exact hosts, each HOST or HOST:PORT");
+	if (host_list(c, "service", "model_hosts", &sc->model_hosts) != SR_OK)
+		return SR_EINVAL;
 	sc->tokens_file = sr__config_get(c, "service", "tokens_file");
 	if (sc->tokens_file && !*sc->tokens_file)
 		sc->tokens_file = NULL;

@@ -617,12 +617,16 @@ CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2"
 code "... the removed token is refused" 401
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' "$URL/health")
 code "... /health still answers" 200
-printf '%s\n' "$TOKEN2" >"$T/tokens2"
-kill -HUP "$HUP_PID"
-for _ in $(seq 100); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")" = 200 ] && break
-	sleep 0.05
-done
+# token_back: the token written back and SIGHUP sent; until it is taken.
+token_back() {
+	printf '%s\n' "$TOKEN2" >"$T/tokens2"
+	kill -HUP "$HUP_PID"
+	for _ in $(seq 100); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")" = 200 ] && break
+		sleep 0.05
+	done
+}
+token_back
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
 code "SIGHUP, the token back in the file: taken again" 200
 rm -f "$T/tokens2"
@@ -634,12 +638,7 @@ for _ in $(seq 100); do
 done
 CODE=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")
 code "SIGHUP, the tokens file removed: its token is refused" 401
-printf '%s\n' "$TOKEN2" >"$T/tokens2"
-kill -HUP "$HUP_PID"
-for _ in $(seq 100); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN2" "$URL/metrics")" = 200 ] && break
-	sleep 0.05
-done
+token_back
 
 # ------------------------------------ SIGTERM: runs finish within the drain
 AUTH="Authorization: Bearer $TOKEN2"

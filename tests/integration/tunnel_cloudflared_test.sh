@@ -17,7 +17,8 @@ FAKE="$SANDRUN_SRCDIR/tests/emulators/cloudflared"
 node "$SANDRUN_SRCDIR/tests/emulators/edge.mjs" --cert "$T/tls/edge.pem" --key "$T/tls/edge.key" \
 	>"$T/edge.out" 2>"$T/edge.err" &
 EDGE_PID=$!
-# A store stub that says which Host and path reached it.
+# The store's stand-in: it refuses everything (403, as a store would
+# without credentials) and says which Host and path reached it.
 node -e 'const h=require("http");const s=h.createServer((q,r)=>{r.writeHead(403,{"x-seen-host":q.headers.host,"x-seen-path":q.url});r.end("<Error><Code>AccessDenied</Code></Error>")});s.listen(0,"127.0.0.1",()=>console.log(s.address().port))' >"$T/s3.out" &
 S3_PID=$!
 trap 'kill $EDGE_PID $S3_PID 2>/dev/null; rm -rf "$T"' EXIT
