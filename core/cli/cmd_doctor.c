@@ -217,6 +217,33 @@ static void check_store(const char *state)
 	sr__db_close(db);
 }
 
+/* Which replicas continue this one's sessions: any with the provider's
+ * configuration, or (a provider whose sandboxes live on this host) only
+ * those sharing the runner id and the sandbox root. */
+static void check_sessions(sr__ctx *ctx)
+{
+	sr__plugin *p = sr__registry_find(ctx->reg, SR_PLUGIN_PROVIDER, ctx->rc.provider);
+	const char *shared = ctx->rc.store_url && *ctx->rc.store_url ?
+			     "a shared store ([store] url)" : "this state directory's store";
+	const char *runner = sr__ctx_runner_id(ctx), *place;
+	char detail[1400];
+
+	if (!p || sr__plugin_start(ctx, p) != SR_OK)
+		return; /* the provider's own line failed */
+	place = sr__provider_locality(p);
+	if (!place && (sr__provider_capabilities(p) & SR_CAP_REMOTE))
+		snprintf(detail, sizeof(detail), "on %s: provider %s's sandboxes are reached from "
+			 "any runner with its configuration: any replica continues a session",
+			 shared, ctx->rc.provider);
+	else
+		snprintf(detail, sizeof(detail), "on %s: provider %s keeps its sandboxes with "
+			 "this runner ('%s'%s%s): only a replica with that runner id and "
+			 "sandbox root continues its sessions; another refuses their turns "
+			 "(session_elsewhere)", shared, ctx->rc.provider, runner ? runner : "?",
+			 place ? " at " : "", place ? place : "");
+	line("ok", "sessions", detail);
+}
+
 int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -241,7 +268,8 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 			       "credentials each harness passes its agent (and which are set), the\n"
 			       "credential isolation policy, the exceptions to the exact host rule\n"
 			       "([secrets] allow_hosts), the store ([store] url: connected and\n"
-			       "migrated) and the provider's pending cleanups. Prints one\n"
+			       "migrated), which replicas continue this one's sessions, and the\n"
+			       "provider's pending cleanups. Prints one\n"
 			       "line per check; exits 1 when any check fails.\n");
 			return SR_EXIT_OK;
 		default:
@@ -283,6 +311,7 @@ int sr__cmd_doctor(int argc, char **argv, const char *config_path)
 		line(w ? "ok" : "warn", "tool latency", detail);
 	}
 	check_plugin(&ctx, SR_PLUGIN_PROVIDER, ctx.rc.provider);
+	check_sessions(&ctx);
 	check_credentials(&ctx);
 	if (ctx.rc.tunnel)
 		check_plugin(&ctx, SR_PLUGIN_TUNNEL, ctx.rc.tunnel);

@@ -36,6 +36,11 @@ uint32_t sr__provider_capabilities(sr__plugin *p)
 	return OP(capabilities) ? OP(capabilities)(p->self) : 0;
 }
 
+const char *sr__provider_locality(sr__plugin *p)
+{
+	return OP(locality) ? OP(locality)(p->self) : NULL;
+}
+
 int sr__provider_create(sr__plugin *p, uint64_t req,
 			const sr_sandbox_spec *spec, sr_done_fn done, void *ud)
 {

@@ -9,6 +9,9 @@
 #include "core/plugins/loader.h"
 
 uint32_t sr__provider_capabilities(sr__plugin *p);
+/* Where the provider's sandboxes live (ops->locality), or NULL: every
+ * runner with its configuration reaches them. */
+const char *sr__provider_locality(sr__plugin *p);
 int sr__provider_create(sr__plugin *p, uint64_t req,
 			const sr_sandbox_spec *spec, sr_done_fn done, void *ud);
 int sr__provider_reconnect(sr__plugin *p, uint64_t req, const char *id,

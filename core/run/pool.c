@@ -614,6 +614,29 @@ int sr__pool_drop(sr__pool *p, const char *session)
 	return 1;
 }
 
+/* Whether this service reaches the sandbox a dead service kept warm for
+ * session (its pointer rec): not one of another runner's local sandboxes,
+ * which that runner adopts when it is back. */
+static int reaches(void *ud, const json_t *rec, const char *name)
+{
+	sr__pool *p = ud;
+	sr__plugin *provider = name ? sr__registry_find(p->ctx->reg, SR_PLUGIN_PROVIDER, name) :
+				      NULL;
+	char msg[1024];
+	int retryable;
+
+	if (!rec || !provider || sr__plugin_start(p->ctx, provider) != SR_OK)
+		return 1; /* decided below, as before */
+	if (!sr__session_elsewhere(rec, name,
+				   !!(sr__provider_capabilities(provider) & SR_CAP_REMOTE),
+				   sr__provider_locality(provider), sr__ctx_runner_id(p->ctx), msg,
+				   sizeof(msg), &retryable))
+		return 1;
+	sr__log(SR_LOG_INFO, "pool", "a stopped service kept a sandbox warm that this one does "
+		"not reach, left for its runner: %s", msg);
+	return 0;
+}
+
 int sr__pool_record(sr__pool *p, const char *state)
 {
 	sr__db *db = sr__db_open(state);
@@ -626,7 +649,7 @@ int sr__pool_record(sr__pool *p, const char *state)
 		return SR_EIO;
 	}
 	sr__db_owner(p->owner, sizeof(p->owner));
-	rows = sr__warm_adopt(db, p->owner);
+	rows = sr__warm_adopt(db, p->owner, reaches, p);
 	sr__db_close(db);
 	if (!rows)
 		return SR_EIO;

@@ -221,6 +221,12 @@ static int store_pointer(sr__run *r, const char *state)
 				"harness", r->harness->desc->name, "acp_session",
 				r->acp_session, "turn", r->turn + 1);
 
+	/* Where the sandbox lives: a runner that does not reach it refuses
+	 * the session's turns instead of forgetting it (session.c). */
+	if (rec)
+		json_object_set_new(rec, "home",
+				    sr__session_home(sr__ctx_runner_id(r->ctx),
+						     sr__provider_locality(r->provider)));
 	/* The credentials' fingerprint (never a value): a changed credential
 	 * means a fresh sandbox next turn. */
 	if (rec && r->isolate)

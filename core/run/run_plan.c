@@ -229,7 +229,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	sr__plan plan;
 	const char *code, *state;
 	char msg[1024], hbuf[64] = "", err[600];
-	int rc;
+	int rc, retryable;
 
 	*out = NULL;
 	*exit_code = SR_RUN_EXIT_FAILED;
@@ -384,6 +384,21 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 			json_decref(rec);
 			sr__run_free(r);
 			return SR_EINVAL;
+		}
+		if (sr__session_elsewhere(rec, r->provider->desc->name,
+					  !!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE),
+					  sr__provider_locality(r->provider),
+					  sr__ctx_runner_id(ctx), msg, sizeof(msg), &retryable)) {
+			/* Not reconnected, so not declared gone: the session
+			 * stays for the runner that reaches its sandbox. */
+			sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "type",
+						  "run.failed", "code", "session_elsewhere",
+						  "message", msg, "phase", "plan", "session",
+						  o->session, "retryable", retryable));
+			*exit_code = retryable ? SR_RUN_EXIT_RETRY : SR_RUN_EXIT_REFUSED;
+			json_decref(rec);
+			sr__run_free(r);
+			return SR_EPERM;
 		}
 		snprintf(r->session, sizeof(r->session), "%s", o->session);
 		r->sandbox_id = sr__run_json_str(rec, "sandbox");

@@ -395,6 +395,16 @@ static void prepare(sr__run *r)
 static void resolve_next_endpoint(sr__run *r);
 static void start_mounts(sr__run *r);
 
+static void on_forgotten(void *ud, int rc)
+{
+	sr__run *r = ud;
+
+	if (rc != SR_OK && rc != SR_ENOTFOUND)
+		sr__log(SR_LOG_WARN, "run", "session %s: its pointer to a sandbox that is gone "
+			"could not be removed: %s", r->session, sr__strerror(rc));
+	sr__run_landed(r);
+}
+
 static void on_sandbox(void *ud, const sr_result *res)
 {
 	sr__run *r = ud;
@@ -429,10 +439,15 @@ static void on_sandbox(void *ud, const sr_result *res)
 	}
 	json_decref(j);
 	if (res->status != SR_OK) {
+		/* The provider that owns the sandbox (the session's home was
+		 * checked at plan time) says it is gone: the pointer goes, only
+		 * while it still names that sandbox (off the loop). */
 		if (r->resumed && res->status == SR_ENOTFOUND) {
 			const char *state = sr__ctx_state_dir(r->ctx);
-			if (state)
-				sr__session_remove(state, r->session);
+			if (state && r->sandbox_id &&
+			    sr__session_remove_async(r->ctx->loop, state, r->session,
+						     r->sandbox_id, on_forgotten, r) == SR_OK)
+				r->inflight++;
 		}
 		/* A provider that timed out or answered 5xx: the session keeps
 		 * its sandbox, and the same turn may be tried again. */

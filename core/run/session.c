@@ -195,6 +195,53 @@ int sr__session_forget_sandbox(const char *state_dir, const char *id, const char
 	return rc;
 }
 
+/* ------------------------------------------------------------ home */
+
+json_t *sr__session_home(const char *runner, const char *locality)
+{
+	return json_pack("{s:s?, s:s?}", "runner", runner, "locality", locality);
+}
+
+static int differ(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") != 0;
+}
+
+int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
+			  const char *locality, const char *runner, char *msg, size_t n,
+			  int *retryable)
+{
+	const char *id = json_string_value(json_object_get(rec, "session"));
+	const char *was = json_string_value(json_object_get(rec, "provider"));
+	const json_t *home = json_object_get(rec, "home");
+	const char *its_runner = json_string_value(json_object_get(home, "runner"));
+	const char *its_place = json_string_value(json_object_get(home, "locality"));
+
+	*retryable = 0;
+	if (!id)
+		id = "?";
+	if (was && differ(was, provider)) {
+		snprintf(msg, n, "session '%s' has its sandbox on provider '%s', and this "
+			 "runner's provider is '%s': a runner configured with provider '%s' "
+			 "continues it", id, was, provider, was);
+		return 1;
+	}
+	if (!json_is_object(home))
+		return 0; /* recorded before homes were */
+	if (differ(its_place, locality) || (!remote && differ(its_runner, runner))) {
+		snprintf(msg, n, "session '%s' has its sandbox with runner '%s'%s%s, which this "
+			 "runner ('%s'%s%s) does not reach: only a runner sharing that "
+			 "runner id and sandbox root continues it (a turn sent there, or "
+			 "sent again once it is back, runs)",
+			 id, its_runner ? its_runner : "?", its_place ? " at " : "",
+			 its_place ? its_place : "", runner ? runner : "?",
+			 locality ? " at " : "", locality ? locality : "");
+		*retryable = 1;
+		return 1;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------ off the loop */
 
 typedef struct job {

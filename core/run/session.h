@@ -39,4 +39,19 @@ int sr__session_store_async(uv_loop_t *loop, const char *state_dir, const char *
 int sr__session_remove_async(uv_loop_t *loop, const char *state_dir, const char *id,
 			     const char *sandbox, void (*done)(void *ud, int rc), void *ud);
 
+/* Where a session's sandbox lives, recorded with each turn's pointer
+ * ("home"): {"runner": the runner's id, "locality": the provider's
+ * ops->locality when it has one}, beside the record's "provider". */
+json_t *sr__session_home(const char *runner, const char *locality);
+/* Whether this runner (its provider's name, whether it is SR_CAP_REMOTE,
+ * its ops->locality, its runner id) reaches the sandbox of session record
+ * rec: 0 when it does (or the record is older than "home"); 1 when it
+ * lives elsewhere, with a message naming where in msg and *retryable set
+ * when another runner may continue it (the owner, back or alive; not a
+ * runner of another provider). Deciding nothing gone: a sandbox that
+ * lives elsewhere is neither reconnected nor forgotten. */
+int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
+			  const char *locality, const char *runner, char *msg, size_t n,
+			  int *retryable);
+
 #endif

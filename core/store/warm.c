@@ -41,7 +41,9 @@ static int64_t now_ms(void)
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-json_t *sr__warm_adopt(sr__db *db, const char *owner)
+json_t *sr__warm_adopt(sr__db *db, const char *owner,
+		       int (*reaches)(void *ud, const json_t *session, const char *provider),
+		       void *ud)
 {
 	json_t *out = json_array();
 	sr__db_rows *r = NULL;
@@ -58,7 +60,8 @@ json_t *sr__warm_adopt(sr__db *db, const char *owner)
 	if (sr__db_exec(db, &r, "SELECT session, sandbox, provider, running, COALESCE(ttl_at, "
 			"0), owner, (SELECT l.owner FROM leases l WHERE l.session = warm.session "
 			"AND l.owner != warm.owner AND l.expires >= $2), (SELECT COUNT(*) FROM leases l WHERE "
-			"l.session = warm.session AND l.owner = warm.owner AND l.expires >= $2) "
+			"l.session = warm.session AND l.owner = warm.owner AND l.expires >= $2), "
+			"(SELECT s.record FROM sessions s WHERE s.id = warm.session) "
 			"FROM warm WHERE owner != $1", "ti", owner, now_ms()) < 0)
 		rc = SR_EIO;
 	for (size_t i = 0; rc == SR_OK && i < sr__db_nrows(r); i++) {
@@ -75,6 +78,14 @@ json_t *sr__warm_adopt(sr__db *db, const char *owner)
 					"tt", session, was) < 0)
 				rc = SR_EIO;
 			continue;
+		}
+		if (reaches) {
+			const char *text = sr__db_text(r, i, 8);
+			json_t *rec = text ? json_loads(text, 0, NULL) : NULL;
+			int yes = reaches(ud, rec, sr__db_text(r, i, 2));
+			json_decref(rec);
+			if (!yes)
+				continue; /* another runner's sandbox: for it */
 		}
 		/* Only while it is still the dead owner's (another service
 		 * starting at once adopts it, or this one). */

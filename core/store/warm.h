@@ -17,7 +17,12 @@ int sr__warm_record(sr__db *db, const char *session, const char *sandbox,
 int sr__warm_forget(sr__db *db, const char *session, const char *sandbox);
 /* The records of services that no longer run, made owner's: a JSON
  * array of {"session", "sandbox", "provider", "running", "ttl_at"} (new
- * reference), or NULL (logged). */
-json_t *sr__warm_adopt(sr__db *db, const char *owner);
+ * reference), or NULL (logged). reaches (may be NULL: all) says whether
+ * this service reaches a record's sandbox, given the session's pointer
+ * (NULL when there is none) and the provider's name; a record it does not
+ * reach is left as it is, for a service that does. */
+json_t *sr__warm_adopt(sr__db *db, const char *owner,
+		       int (*reaches)(void *ud, const json_t *session, const char *provider),
+		       void *ud);
 
 #endif

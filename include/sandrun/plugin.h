@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 4
+#define SR_ABI_MINOR 5
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -531,6 +531,17 @@ typedef struct sr_provider_ops {
 	 * Never anything but a FUSE mount, never through a symbolic link. */
 	int (*unmount)(void *self, uint64_t req, const char *id,
 		       const char *path, sr_done_fn done, void *ud);
+
+	/* ABI 2.5. Optional: where this provider's sandboxes live, for a
+	 * provider whose sandboxes only some runners reach (the local
+	 * provider: "HOST:ROOT", its host and sandbox directory); NULL, or
+	 * no slot: every runner with this provider's configuration reaches
+	 * them. Synchronous and cheap; the string is the plugin's, valid
+	 * until fini. The core records it with a session, and a runner
+	 * whose provider answers another place does not reconnect (or
+	 * forget) that session's sandbox: it refuses the turn as
+	 * session_elsewhere. */
+	const char *(*locality)(void *self);
 } sr_provider_ops;
 
 /* ------------------------------------------------------ tunnel plugins */

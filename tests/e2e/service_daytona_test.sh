@@ -43,7 +43,7 @@ cat >"$T/tools.json" <<JSON
   "input_schema":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]},
   "callback":{"url":"$CB_URL"}}]
 JSON
-printf '[%s,{"text":"all done"},%s,{"text":"warm turn ok"}]\n' \
+printf '[%s,{"text":"all done"},%s,{"text":"warm turn ok"},{"text":"replica turn ok"}]\n' \
 	"$(call echo '{"text":"first"}')" "$(call echo '{"text":"from the warm agent"}')" >"$T/script.json"
 # A random key, which the scripted model wants (401 to any other).
 ANTHROPIC_API_KEY=$(random_key sk-ant)
@@ -111,5 +111,20 @@ grep_in "the warm sandbox is parked stopped at the stop" "$T/svc.log" "parking t
 curl -s "$admin/sandbox/$BOX" >"$T/box2.json"
 [ "$(get "$T/box2.json" state)" = stopped ] && ok "... stopped at Daytona" ||
 	fail "... stopped at Daytona ($(get "$T/box2.json" state))"
+
+# Another replica (a runner id of its own, on the same store): a Daytona
+# sandbox is reached from any, so it continues the session.
+SANDRUN_RUNNER_ID=replica-two SANDRUN_SERVICE_MODEL_HOSTS="$MODEL_HOST" \
+	SANDRUN_SERVICE_LISTEN="unix:$T/sock" "$SANDRUN_BUILDDIR/sandrund" >"$T/svc2.log" 2>&1 &
+svc=$!
+wait_grep "$T/svc2.log" "listening on"
+api --data "$(body "$SES")" http://sandrund/v1/runs >"$T/ev3"
+grep_in "another replica continues the session" "$T/ev3" '"type":"run.finished","stop_reason":"end_turn"'
+grep_in "... on the same sandbox, reconnected" "$T/ev3" \
+	"\"type\":\"sandbox.acquired\",\"how\":\"reconnected\".*\"sandbox\":\"$BOX\""
+grep_in "... and answers" "$T/ev3" '"type":"agent.message","text":"replica turn ok"'
+kill -TERM $svc
+wait $svc
+svc=
 model_got_key "the model got exactly the run's key" "$T/model.ndjson" "$ANTHROPIC_API_KEY"
 finish

@@ -5,7 +5,7 @@
 S=$SANDRUN_BIN
 
 expect "--version exits 0" 0 "$S" --version
-grep_in "--version names the ABI" "$T/out" "plugin ABI 2.4"
+grep_in "--version names the ABI" "$T/out" "plugin ABI 2.5"
 expect "--help exits 0" 0 "$S" --help
 grep_in "--help lists doctor" "$T/out" "doctor"
 expect "no command is a usage error" 2 "$S"
@@ -21,12 +21,12 @@ grep_in "its path" "$T/out" '"path": ".*local.la"'
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "plugins with broken ones" 0 "$S" plugins --json
 grep_in "next major rejected with both versions" "$T/out" \
-	'declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 4)'
+	'declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 5)'
 grep_in "missing entry symbol rejected" "$T/out" "no entry symbol"
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "doctor warns on rejected plugins" 0 "$S" doctor
 grep_in "one line names file, major and the core's" "$T/out" \
-	"bad_major.la: declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 4)"
+	"bad_major.la: declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 5)"
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "other commands log each rejection once" 0 "$S" sandbox create
 test "$(grep -c 'bad_major.la: rejected: declares ABI 3.0' "$T/err")" -eq 1 &&
@@ -40,6 +40,9 @@ grep_in "the failure is named" "$T/err" "create: "
 
 expect "doctor passes" 0 "$S" doctor
 grep_in "doctor checks the provider" "$T/out" "\[\(ok  \|warn\)\] provider local"
+SANDRUN_RUNNER_ID=doc-runner SANDRUN_PROVIDER_LOCAL_ROOT=$T/boxes expect "doctor with a runner id and root" 0 "$S" doctor
+grep_in "doctor: which replicas continue a local provider's sessions" "$T/out" \
+	"sessions .*this state directory's store: provider local keeps its sandboxes with this runner ('doc-runner' at [^ ]*:$T/boxes): only a replica with that runner id and sandbox root"
 # Which credentials each harness hands its agent, and which are set here.
 expect "doctor with no model key (adapters not installed: exit 1)" 1 env -u ANTHROPIC_API_KEY -u ANTHROPIC_AUTH_TOKEN \
 	-u OPENAI_API_KEY -u CODEX_API_KEY SANDRUN_RUNNER_HARNESSES=claude,codex "$S" doctor

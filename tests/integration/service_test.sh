@@ -171,6 +171,87 @@ replicas() {
 			fail "replicas: with [store] url, no SQLite file in the state directory"
 	fi
 }
+# Two replicas on one store, each with sandboxes of its own (another
+# runner id, another local sandbox root), as replicas with state
+# directories of their own are: a session whose sandbox the other has is
+# refused there as session_elsewhere, naming where it lives, and nothing
+# is deleted; its own replica continues it, also after a kill -9 and a
+# restart, and the other does not adopt its warm sandbox.
+elsewhere() {
+	own_svc() { # own_svc NAME: URL, SVC_PID; a runner and root of NAME's own
+		start_svc "$1" SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+			SANDRUN_SERVICE_LEASE_TTL=3 SANDRUN_SERVICE_WARM_LIVE=1 SANDRUN_RUNNER_ID="runner-$1" \
+			SANDRUN_PROVIDER_LOCAL_ROOT="$T/root-$1"
+	}
+	lease_gone() { # lease_gone SESSION: wait (10 s) until nobody holds its lease
+		for _ in $(seq 100); do
+			"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" lease "$1" >"$T/lease" 2>&1
+			[ $? = 1 ] && return 0
+			sleep 0.1
+		done
+		return 1
+	}
+	failed_with() { # failed_with NAME RUN CODE: the run failed with CODE
+		wait_state "$2" failed
+		if [ "$(get "$T/body" error.code)" = "$3" ]; then ok "$1"; else
+			fail "$1 ($(cat "$T/body"))"
+		fi
+	}
+	own_svc ea
+	A=$URL A_PID=$SVC_PID
+	own_svc eb
+	B=$URL B_PID=$SVC_PID
+	URL=$A
+	start_run '{"prompt":"ok"}'
+	wait_state "$RUN" finished || fail "elsewhere: the first turn, on A"
+	SES=$(get "$T/body" session)
+	lease_gone "$SES" || fail "elsewhere: A's lease on the session ends ($(cat "$T/lease"))"
+	URL=$B
+	start_run "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+	failed_with "elsewhere: B refuses a turn on A's session as session_elsewhere" "$RUN" \
+		session_elsewhere
+	[ "$(get "$T/body" error.retryable)" = true ] && ok "... retryable (A may take it)" ||
+		fail "... retryable (A may take it) ($(cat "$T/body"))"
+	grep_in "... naming A's runner and sandbox root" "$T/body" "runner-ea' at [^ ]*:$T/root-ea"
+	api DELETE "/v1/sessions/$SES"
+	code "elsewhere: nor does B delete it" 409
+	grep_in "... session_elsewhere" "$T/body" '"session_elsewhere"'
+	api GET "/v1/sessions/$SES"
+	[ "$CODE" = 200 ] && [ "$(get "$T/body" turn)" = 1 ] && ok "elsewhere: the session is kept" ||
+		fail "elsewhere: the session is kept (HTTP $CODE: $(cat "$T/body"))"
+	URL=$A
+	lease_gone "$SES" || fail "elsewhere: B lets the session's lease go ($(cat "$T/lease"))"
+	start_run "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+	wait_state "$RUN" finished && ok "elsewhere: A continues it" ||
+		fail "elsewhere: A continues it ($(cat "$T/body"))"
+	events "$RUN"
+	grep_in "... in its own sandbox" "$T/ev" '"how":"reconnected"\|"how":"warm"'
+	# Kept warm by A, which is killed; B restarts meanwhile (and finds
+	# the dead service's warm record), then takes the next turn.
+	kill -9 "$A_PID"
+	wait "$A_PID" 2>/dev/null
+	kill -TERM "$B_PID"
+	wait "$B_PID"
+	own_svc eb
+	B=$URL B_PID=$SVC_PID
+	for _ in $(seq 50); do # until the killed A's lease expires
+		start_run "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+		[ "$CODE" = 409 ] || break
+		sleep 0.2
+	done
+	failed_with "elsewhere: after A was killed, B still refuses its session" "$RUN" \
+		session_elsewhere
+	grep_in "... and left its warm sandbox for A" "$T/eb.log" "left for its runner"
+	own_svc ea
+	A=$URL A_PID=$SVC_PID
+	start_run "{\"prompt\":\"ok\",\"session\":\"$SES\"}"
+	wait_state "$RUN" finished && ok "elsewhere: A, back, continues its session" ||
+		fail "elsewhere: A, back, continues its session ($(cat "$T/body"))"
+	api GET "/v1/sessions/$SES"
+	[ "$(get "$T/body" turn)" = 3 ] && ok "... as turn 3" || fail "... as turn 3 ($(cat "$T/body"))"
+	kill -TERM "$A_PID" "$B_PID"
+	wait "$A_PID" "$B_PID"
+}
 # The store's server restarts between two turns (STORE_RESTART: the
 # command that restarts it; tests/integration/store_pg_test.sh): the next
 # turn on the session runs, and its run is recorded (read back by the next
@@ -202,7 +283,7 @@ store_restart() {
 # SERVICE_TEST_PART=replicas or store_restart: only that part
 # (tests/integration/store_pg_test.sh, on PostgreSQL).
 case "${SERVICE_TEST_PART:-}" in
-replicas | store_restart)
+replicas | store_restart | elsewhere)
 	$SERVICE_TEST_PART
 	finish
 	exit
@@ -777,4 +858,5 @@ SBW=$(box_in "$T/there.ndjson")
 grep -q '"state": *"parked-stopped"' "$boxes/.records/$SBW.json" && ok "... one of them, stopped" ||
 	fail "... one of them, stopped ($SBW: $(cat "$boxes/.records/$SBW.json" 2>&1))"
 replicas
+elsewhere
 finish

@@ -33,6 +33,14 @@ rc=$?
 sed 's/^/  | /' "$T/replicas"
 [ $rc -eq 0 ] && ok "two sandrund replicas on one PostgreSQL database" ||
 	fail "two sandrund replicas on one PostgreSQL database (exit $rc)"
+# Replicas with sandboxes of their own (the issue-31 case: a session on
+# one is refused on the other, and lost nowhere).
+SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=elsewhere sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" \
+	>"$T/elsewhere" 2>&1
+rc=$?
+sed 's/^/  | /' "$T/elsewhere"
+[ $rc -eq 0 ] && ok "replicas with sandboxes of their own on one PostgreSQL database" ||
+	fail "replicas with sandboxes of their own on one PostgreSQL database (exit $rc)"
 psql -qXAt -d "$PG_URL" -c "SELECT (SELECT count(*) FROM sessions) || ' ' ||
 	(SELECT count(*) FROM runs) || ' ' || (SELECT count(*) FROM run_events)" >"$T/count" 2>&1
 read -r n_sessions n_runs n_events <"$T/count"

@@ -465,7 +465,7 @@ Test(local, the_host_holds_a_plugins_secret_until_it_is_released)
 	start("");
 	h = &p->host->pub;
 	cr_assert_geq(h->size, SR_TABLE_HAS(sr_host, secret_release));
-	cr_assert_eq(h->abi_minor, 4);
+	cr_assert_eq(h->abi_minor, SR_ABI_MINOR);
 	h->secret_hold(h, "nb-setup-key-0123");
 	s = sr__redact("key nb-setup-key-0123");
 	cr_assert_str_eq(s, "key [REDACTED]");

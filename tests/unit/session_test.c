@@ -346,7 +346,7 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	/* A record that names another sandbox now is not forgotten. */
 	cr_assert_eq(sr__warm_forget(db, "ses-d", "sb-old"), SR_OK);
 	cr_assert_eq(sr__warm_forget(db, "ses-a", "sb-a"), SR_OK);
-	rows = sr__warm_adopt(db, me);
+	rows = sr__warm_adopt(db, me, NULL, NULL);
 	cr_assert(json_is_array(rows));
 	cr_assert_eq(json_array_size(rows), 5, "ses-b, d, f, h and i: %s", json_dumps(rows, 0));
 	for (size_t i = 0; i < 5; i++) {
@@ -367,8 +367,88 @@ Test(session, warm_sandboxes_of_a_service_that_is_gone_are_adopted)
 	cr_assert_str_eq(one(db, "SELECT owner FROM warm WHERE session = 'ses-g'", NULL),
 			 "elsewhere:1:1", "another host's running service's record was taken");
 	/* Adopted: this process's now, not adopted twice. */
-	rows = sr__warm_adopt(db, me);
+	rows = sr__warm_adopt(db, me, NULL, NULL);
 	cr_assert_eq(json_array_size(rows), 0);
 	json_decref(rows);
+	sr__db_close(db);
+}
+
+/* Where a session's sandbox lives: a runner that does not reach it says
+ * where it is, and whether another runner may continue it. */
+Test(session, a_sandbox_of_another_runner_or_provider_is_elsewhere)
+{
+	json_t *r = json_pack("{s:s, s:s, s:s, s:o}", "session", id, "sandbox", "sb-1",
+			      "provider", "local", "home",
+			      sr__session_home("r-a", "hostA:/var/a/sandboxes"));
+	json_t *old = json_pack("{s:s, s:s, s:s}", "session", id, "sandbox", "sb-1",
+				"provider", "local");
+	char msg[1024];
+	int retry = -1;
+
+	cr_assert_eq(sr__session_elsewhere(r, "local", 0, "hostA:/var/a/sandboxes", "r-a", msg,
+					   sizeof(msg), &retry), 0, "the runner that made it");
+	cr_assert_eq(retry, 0);
+	/* Another root, or the same root with another runner id. */
+	cr_assert_eq(sr__session_elsewhere(r, "local", 0, "hostA:/var/b/sandboxes", "r-b", msg,
+					   sizeof(msg), &retry), 1);
+	cr_assert_eq(retry, 1);
+	cr_assert(strstr(msg, "'r-a' at hostA:/var/a/sandboxes") && strstr(msg, id), "%s", msg);
+	cr_assert_eq(sr__session_elsewhere(r, "local", 0, "hostA:/var/a/sandboxes", "r-b", msg,
+					   sizeof(msg), &retry), 1);
+	cr_assert_eq(sr__session_elsewhere(r, "local", 0, "hostB:/var/a/sandboxes", "r-a", msg,
+					   sizeof(msg), &retry), 1);
+	/* Another provider: not a runner of this configuration's. */
+	cr_assert_eq(sr__session_elsewhere(r, "daytona", 1, NULL, "r-a", msg, sizeof(msg),
+					   &retry), 1);
+	cr_assert_eq(retry, 0);
+	cr_assert(strstr(msg, "provider 'local'"), "%s", msg);
+	cr_assert_eq(sr__session_elsewhere(old, "daytona", 1, NULL, "r-a", msg, sizeof(msg),
+					   &retry), 1, "also for a record without a home");
+	/* A remote provider's sandboxes: any runner of its configuration. */
+	json_object_set_new(r, "provider", json_string("daytona"));
+	json_object_set_new(r, "home", sr__session_home("r-a", NULL));
+	cr_assert_eq(sr__session_elsewhere(r, "daytona", 1, NULL, "r-b", msg, sizeof(msg),
+					   &retry), 0);
+	/* Recorded before homes were: reconnected as before. */
+	cr_assert_eq(sr__session_elsewhere(old, "local", 0, "hostA:/x", "r-b", msg, sizeof(msg),
+					   &retry), 0);
+	json_decref(r);
+	json_decref(old);
+}
+
+static int reaches_not_b(void *ud, const json_t *rec, const char *provider)
+{
+	(*(int *)ud)++;
+	cr_assert_str_eq(provider, "local");
+	return !rec || strcmp(json_string_value(json_object_get(rec, "sandbox")), "sb-b") != 0;
+}
+
+/* A dead service's warm sandbox that this one does not reach is left for
+ * the runner that does: not adopted, not forgotten. */
+Test(session, a_warm_sandbox_this_service_does_not_reach_is_left_for_its_runner)
+{
+	sr__db *db = sr__db_open(dir);
+	char me[320], dead[400];
+	json_t *rows, *rb = json_pack("{s:s, s:s, s:s, s:i}", "session", "ses-00000000000000bb",
+				      "sandbox", "sb-b", "provider", "local", "turn", 1);
+	int asked = 0;
+
+	cr_assert(db);
+	sr__db_owner(me, sizeof(me));
+	snprintf(dead, sizeof(dead), "%.*s:999999999:1", (int)(strchr(me, ':') - me), me);
+	cr_assert_eq(sr__session_store(dir, "ses-00000000000000bb", rb, 0), SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-00000000000000aa", "sb-a", "local", 1, 0, dead),
+		     SR_OK);
+	cr_assert_eq(sr__warm_record(db, "ses-00000000000000bb", "sb-b", "local", 1, 0, dead),
+		     SR_OK);
+	rows = sr__warm_adopt(db, me, reaches_not_b, &asked);
+	cr_assert_eq(asked, 2);
+	cr_assert_eq(json_array_size(rows), 1, "%s", json_dumps(rows, 0));
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(rows, 0), "session")),
+			 "ses-00000000000000aa");
+	json_decref(rows);
+	cr_assert_str_eq(one(db, "SELECT owner FROM warm WHERE session = $1",
+			     "ses-00000000000000bb"), dead, "still the dead runner's");
+	json_decref(rb);
 	sr__db_close(db);
 }

@@ -35,6 +35,23 @@ static uint32_t l_capabilities(void *self)
 	return SR_CAP_PARK_STOPPED | (lp->bwrap ? SR_CAP_NETWORK_POLICY : 0);
 }
 
+/* The sandboxes are directories under root on this host: only a runner
+ * on this host with the same root reaches them. */
+static const char *l_locality(void *self)
+{
+	local *lp = self;
+	char host[256] = "";
+
+	if (!lp->locality) {
+		if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+			snprintf(host, sizeof(host), "localhost");
+		if (!(lp->locality = malloc(strlen(host) + strlen(lp->root) + 2)))
+			return lp->root;
+		sprintf(lp->locality, "%s:%s", host, lp->root);
+	}
+	return lp->locality;
+}
+
 static int l_create(void *self, uint64_t req, const sr_sandbox_spec *spec,
 		    sr_done_fn done, void *ud)
 {
@@ -270,6 +287,7 @@ static void l_fini(void *self)
 	}
 	local__forget_mounts(lp, NULL);
 	free(lp->root);
+	free(lp->locality);
 	free(lp->bwrap);
 	local__free_strv(lp->env_allow);
 	free(lp);
@@ -358,6 +376,7 @@ static const sr_provider_ops local_ops = {
 	.maintain = NULL,
 	.mount = local__mount,
 	.unmount = local__unmount,
+	.locality = l_locality,
 };
 
 static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",

@@ -29,6 +29,7 @@ typedef struct channel {
 typedef struct local {
 	const sr_host *host;
 	char *root;
+	char *locality;    /* "HOST:ROOT", made at the first ops->locality */
 	char *bwrap;       /* path of bwrap, or NULL */
 	int unconfined;    /* [provider.local] confinement = none */
 	char **env_allow;  /* extra names from the config */
