@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "core/host/log.h"
@@ -299,7 +300,7 @@ static const sr__runlog_ops db_ops = {
 /* ------------------------------------------------------------------ load */
 
 /* The events of run id into memory, numbered as they were. */
-static int load_events(db_log *l, const char *id, json_t *summary)
+static int load_events(db_log *l, const char *id, json_t *summary, uint64_t *last)
 {
 	sr__db_rows *r;
 	uint64_t seq;
@@ -323,26 +324,61 @@ static int load_events(db_log *l, const char *id, json_t *summary)
 		memcpy(nl, line ? line : "", len);
 		nl[len] = '\n';
 		nl[len + 1] = 0;
-		l->mem->ops->append(l->mem, id, nl, len + 1, &seq);
+		if (l->mem->ops->append(l->mem, id, nl, len + 1, &seq) == SR_OK)
+			*last = seq;
 		free(nl);
 	}
 	sr__db_rows_free(r);
 	return SR_OK;
 }
 
-/* A run that was not over when its service stopped: failed, and said so. */
-static void interrupted(db_log *l, const char *id, json_t *summary)
+/* A run that was not over when its service stopped: closed with one
+ * run.failed (code service_restarted, retryable), numbered after the last
+ * event that was written, which replay shows; its summary then as an
+ * ended run's (doc/api.yaml: an error object, exit code 75, when it was
+ * found ended, its last event's number). */
+static void interrupted(db_log *l, const char *id, json_t *summary, uint64_t last)
 {
-	char *text;
+	static const char msg[] = "the service stopped (or was killed) before the run ended; "
+				  "the turn may be sent again";
+	const char *session = json_string_value(json_object_get(summary, "session"));
+	json_t *ev = json_pack("{s:s, s:s, s:s, s:s?, s:b, s:s, s:I}", "type", "run.failed",
+			       "code", "service_restarted", "message", msg, "session", session,
+			       "retryable", 1, "run", id, "seq", (json_int_t)(last + 1));
+	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL, *line;
+	struct timespec ts;
+	struct tm tm;
+	char when[40];
+	uint64_t seq = 0;
+	size_t len;
 
+	json_decref(ev);
+	if (text && (line = malloc(strlen(text) + 2))) {
+		len = strlen(text);
+		memcpy(line, text, len);
+		line[len] = '\n';
+		line[len + 1] = 0;
+		if (d_append(&l->pub, id, line, len + 1, &seq) != SR_OK)
+			seq = 0;
+		free(line);
+	}
+	free(text);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%03ldZ",
+		 ts.tv_nsec / 1000000);
 	json_object_set_new(summary, "state", json_string("failed"));
 	json_object_set_new(summary, "phase", json_string("done"));
-	json_object_set_new(summary, "error", json_string("the service stopped before the "
-							   "run ended"));
-	if ((text = dump(summary)))
-		queue(l, OP_SUMMARY, id, text, 0);
+	json_object_set_new(summary, "error", json_pack("{s:s, s:s, s:b}", "code",
+							"service_restarted", "message", msg,
+							"retryable", 1));
+	json_object_set_new(summary, "exit_code", json_integer(75)); /* SR_RUN_EXIT_RETRY */
+	json_object_set_new(summary, "ended_at", json_string(when));
+	json_object_set_new(summary, "events", json_integer((json_int_t)(seq ? seq : last)));
+	d_set_summary(&l->pub, id, summary);
 	sr__log(SR_LOG_WARN, "service", "run %s was not over when the service stopped; it "
-		"is recorded as failed", id);
+		"is recorded as failed (service_restarted)", id);
 }
 
 /* The runs kept, retired ones in the order they were retired; then the
@@ -361,6 +397,7 @@ static int load(db_log *l)
 		const char *text = sr__db_text(r, i, 1);
 		const char *owner = sr__db_text(r, i, 2);
 		int live = (int)sr__db_int(r, i, 3);
+		uint64_t last = 0;
 		json_t *summary;
 		if (!id || (live && (!sr__db_owner_here(owner) || sr__db_owner_alive(owner))))
 			continue;
@@ -371,10 +408,17 @@ static int load(db_log *l)
 			json_decref(summary);
 			continue;
 		}
-		if (live)
-			interrupted(l, id, summary);
-		if (load_events(l, id, summary) == SR_OK) {
+		if (load_events(l, id, summary, &last) == SR_OK) {
 			n++;
+			/* The summary was written at its last change, the events
+			 * one by one: its count is the last event's. */
+			if (!live && (json_int_t)last != json_integer_value(json_object_get(summary,
+											  "events"))) {
+				json_object_set_new(summary, "events", json_integer((json_int_t)last));
+				l->mem->ops->set_summary(l->mem, id, summary);
+			}
+			if (live)
+				interrupted(l, id, summary, last);
 			l->mem->ops->retire(l->mem, id);
 			if (live)
 				queue(l, OP_RETIRE, id, NULL, 0);

@@ -24,9 +24,32 @@ wait_grep "$T/svc.log" "listening on"
 URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc.log")
 [ -n "$URL" ] || { cat "$T/svc.log"; exit 1; }
 SANDRUN_NPM_DIR=$npm_dir node "$SANDRUN_SRCDIR/tests/peers/openapi_check.mjs" \
-	"$SANDRUN_SRCDIR/doc/api.yaml" "$URL" "$TOKEN"
+	"$SANDRUN_SRCDIR/doc/api.yaml" "$URL" "$TOKEN" >"$T/check1"
 rc=$?
+grep -v '^# [0-9]* checks, [0-9]* failed$' "$T/check1"
+[ $rc -eq 77 ] && missing "the OpenAPI validator could not be loaded"
+# Killed mid-run and started again: the run's answers still match.
+RUN=$(curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+	--data '{"prompt":"slow:20000"}' "$URL/v1/runs?wait=false" | sed -n 's/.*"run":"\([^"]*\)".*/\1/p')
+for _ in $(seq 100); do
+	curl -s -N --max-time 0.3 -H "Authorization: Bearer $TOKEN" "$URL/v1/runs/$RUN/events" |
+		grep -q '"text":"working..."' && break
+done
+sleep 0.3 # its events written
+kill -9 $pid
+wait $pid 2>/dev/null
+SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+	"$SANDRUN_BUILDDIR/sandrund" >"$T/svc2.log" 2>&1 &
+pid=$!
+wait_grep "$T/svc2.log" "listening on"
+URL=$(sed -n 's/.*listening on \([^ ]*\) .*/\1/p' "$T/svc2.log")
+SANDRUN_NPM_DIR=$npm_dir node "$SANDRUN_SRCDIR/tests/peers/openapi_check.mjs" \
+	"$SANDRUN_SRCDIR/doc/api.yaml" "$URL" "$TOKEN" --restarted "$RUN" >"$T/check2"
+rc2=$?
+grep -v '^# [0-9]* checks, [0-9]* failed$' "$T/check2"
+# One count for both (scripts/check reads the last such line).
+cat "$T/check1" "$T/check2" | sed -n 's/^# \([0-9]*\) checks, \([0-9]*\) failed$/\1 \2/p' |
+	awk '{ n += $1; f += $2 } END { printf "# %d checks, %d failed\n", n, f }'
 kill -TERM $pid
 wait $pid
-[ $rc -eq 77 ] && missing "the OpenAPI validator could not be loaded"
-exit $rc
+[ $rc -eq 0 ] && [ $rc2 -eq 0 ]

@@ -777,11 +777,19 @@ wait "$SVC_PID" 2>/dev/null
 start_svc crash2 SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
 api GET "/v1/runs/$RUN"
 [ "$CODE" = 200 ] && [ "$(get "$T/body" state)" = failed ] &&
-	get "$T/body" error | grep -q "service stopped before the run ended" &&
-	ok "killed mid-run: the run is failed after the restart, and says why" ||
+	[ "$(get "$T/body" error.code)" = service_restarted ] &&
+	[ "$(get "$T/body" error.retryable)" = true ] && [ "$(get "$T/body" exit_code)" = 75 ] &&
+	[ -n "$(get "$T/body" ended_at)" ] &&
+	ok "killed mid-run: the run is failed after the restart (service_restarted, retryable, exit 75, ended)" ||
 	fail "killed mid-run: the run is failed after the restart (HTTP $CODE: $(cat "$T/body"))"
+last=$(get "$T/body" events)
 events "$RUN"
 grep_in "... its events up to the kill replay" "$T/ev" '"text":"working..."'
+tail -n 1 "$T/ev" | grep -q "\"type\":\"run.failed\",\"code\":\"service_restarted\".*\"seq\":$last}" &&
+	ok "... and end with one run.failed, the summary's last event ($last)" ||
+	fail "... and end with one run.failed, the summary's last event ($last: $(tail -n 2 "$T/ev"))"
+[ "$(grep -c '"type":"run.failed"' "$T/ev")" = 1 ] && ok "... only one" ||
+	fail "... only one ($(grep -c '"type":"run.failed"' "$T/ev"))"
 grep_in "... the restart says so" "$T/crash2.log" "run $RUN was not over when the service stopped"
 grep_in "killed with a sandbox warm: the next start finds it" "$T/crash2.log" \
 	"found 1 sandboxes a stopped service kept running (parking them stopped)"

@@ -7,7 +7,7 @@
 // the request schemas, and every operation must have been answered 2xx at
 // least once.
 //
-// Usage: node openapi_check.mjs API_YAML URL TOKEN
+// Usage: node openapi_check.mjs API_YAML URL TOKEN [--restarted RUN]
 // The service runs the scripted agent (tests/emulators/fake_acp.mjs,
 // FAKE_ACP_MODE=prompt) with [service] max_runs = 2, max_body = 4K and
 // event_buffer = 32. Needs ajv, ajv-formats and yaml (pinned in
@@ -170,6 +170,25 @@ async function waitState(run, state) {
     await sleep(50);
   }
   return false;
+}
+
+// --restarted RUN: only RUN, which the service was killed during (kill -9)
+// and restarted: its summary an ended run's, its replay ending with the
+// one run.failed service_restarted that the summary counts.
+if (process.argv[5] === '--restarted') {
+  const id = process.argv[6];
+  const sum = await call('the interrupted run after the restart', 'GET', `/v1/runs/${id}`, { want: 200 });
+  const evs = await call('its replay', 'GET', `/v1/runs/${id}/events`, { want: 200 });
+  const last = evs?.body?.at?.(-1) ?? {};
+  last.type === 'run.failed' && last.code === 'service_restarted' && last.retryable === true
+    ? ok('its replay ends with run.failed service_restarted, retryable')
+    : fail('its replay ends with run.failed service_restarted', JSON.stringify(last));
+  sum?.body?.events === last.seq ? ok(`its summary counts that event (${last.seq})`)
+    : fail('its summary counts that event', `${sum?.body?.events} vs ${last.seq}`);
+  (evs?.body ?? []).filter((e) => e.type === 'run.failed').length === 1
+    ? ok('one run.failed') : fail('one run.failed', JSON.stringify(evs?.body));
+  console.log(`# ${checks} checks, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
 }
 
 // ------------------------------------------------------------ the service

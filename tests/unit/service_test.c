@@ -291,9 +291,29 @@ Test(service, the_database_run_log_reads_back_runs_and_events_after_a_restart)
 	cr_assert_eq(strncmp(line, "{\"n\":5}\n", len), 0);
 	cr_assert_eq(l->ops->line(l, "run-a", 7, &line, &len, &first), SR_ENOTFOUND);
 	cr_assert_str_eq(summary_state(l, "run-b", "state"), "failed");
-	cr_assert(strstr(summary_state(l, "run-b", "error"), "service stopped"));
+	{
+		/* As doc/api.yaml has an ended run: an error object, an exit
+		 * code, an end, and its last event's number, which is one
+		 * run.failed that replay shows. */
+		json_t *got = NULL;
+		cr_assert_eq(l->ops->summary(l, "run-b", &got), SR_OK);
+		cr_assert_str_eq(json_string_value(json_object_get(json_object_get(got, "error"),
+								   "code")), "service_restarted");
+		cr_assert(json_is_true(json_object_get(json_object_get(got, "error"), "retryable")));
+		cr_assert(strstr(json_string_value(json_object_get(json_object_get(got, "error"),
+								   "message")), "service stopped"));
+		cr_assert_eq(json_integer_value(json_object_get(got, "exit_code")), 75);
+		cr_assert(json_is_string(json_object_get(got, "ended_at")));
+		cr_assert_eq(json_integer_value(json_object_get(got, "events")), 3);
+		json_decref(got);
+	}
 	cr_assert_eq(l->ops->line(l, "run-b", 1, &line, &len, &first), SR_OK);
 	cr_assert_eq(strncmp(line, "{\"n\":0}\n", len), 0);
+	cr_assert_eq(l->ops->line(l, "run-b", 3, &line, &len, &first), SR_OK);
+	cr_assert(strstr(line, "\"type\":\"run.failed\"") &&
+		  strstr(line, "\"code\":\"service_restarted\"") && strstr(line, "\"seq\":3"),
+		  "%.*s", (int)len, line);
+	cr_assert_eq(l->ops->line(l, "run-b", 4, &line, &len, &first), SR_ENOTFOUND);
 	/* A new run's numbering and a loaded run's are their own. */
 	cr_assert_eq(l->ops->create(l, "run-c", sum), SR_OK);
 	cr_assert_eq(l->ops->append(l, "run-c", "{}\n", 3, &seq), SR_OK);
