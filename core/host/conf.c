@@ -49,7 +49,8 @@ static const char *const store_keys[] = { "url", NULL };
 
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
-	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", "model_hosts", NULL
+	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", "model_hosts",
+	"max_client_connections", "header_timeout", NULL
 };
 
 int sr__runner_id_valid(const char *id)
@@ -707,6 +708,22 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 			return sr__config_invalid(c, "service", "lease_ttl",
 				"a whole number of seconds from 2 to 3600");
 		sc->lease_ttl_s = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "max_client_connections");
+	sc->max_client_connections = 256;
+	if (v) {
+		if (!parse_count(v, 0, 1, 100000, &n))
+			return sr__config_invalid(c, "service", "max_client_connections",
+				"a whole number from 1 to 100000");
+		sc->max_client_connections = (unsigned)n;
+	}
+	v = sr__config_get(c, "service", "header_timeout");
+	sc->header_timeout_s = 10;
+	if (v) {
+		if (!parse_count(v, 0, 1, 600, &n))
+			return sr__config_invalid(c, "service", "header_timeout",
+				"a whole number of seconds from 1 to 600");
+		sc->header_timeout_s = (unsigned)n;
 	}
 	v = sr__config_get(c, "service", "runs_kept");
 	sc->runs_kept = 1000;

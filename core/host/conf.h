@@ -93,6 +93,10 @@ typedef struct sr__service_conf {
 	unsigned lease_ttl_s;    /* a session's lease lasts this long past
 				  * its holder's last heartbeat (sent every
 				  * third of it); default 30 */
+	unsigned max_client_connections; /* connections at once from one
+					  * address (TCP); default 256 */
+	unsigned header_timeout_s; /* a request's headers must all come
+				    * within it; default 10 */
 	const char *model_hosts; /* hosts (HOST or HOST:PORT, comma-separated)
 				  * a request's model.url may name without
 				  * credentials of its own; "" none */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -17,10 +18,29 @@
 #include "core/host/log.h"
 #include "core/service/httpd.h"
 
+/* A connection, from its accept: when the request it waits for began,
+ * and whether that request's headers have all come. */
+typedef struct conn {
+	struct conn *next, **prev;
+	struct MHD_Connection *mhd;
+	int fd;
+	uint64_t since;     /* uv_now at the accept, or at the last request's end */
+	int headers;        /* the handler was called for the request */
+	int cut;            /* shut down for its slow headers */
+} conn;
+
 struct sr__httpd {
 	struct MHD_Daemon *daemon;
+	uv_loop_t *loop;
 	uv_poll_t poll;
 	uv_timer_t timer;
+	uv_timer_t sweep;   /* once a second: the connections past header_timeout */
+	conn *conns;
+	unsigned header_timeout_s;
+	unsigned max_connections;
+	MHD_AccessHandlerCallback handler;
+	MHD_RequestCompletedCallback completed;
+	void *cls;
 	int handles;
 	int stopping;
 	int fd;                  /* the listening socket */
@@ -59,6 +79,126 @@ static void rearm(sr__httpd *h)
 	if (MHD_get_timeout(h->daemon, &ms) != MHD_YES || ms > 1000)
 		ms = 1000;
 	uv_timer_start(&h->timer, on_timer, ms, 0);
+}
+
+/* ----------------------------------------------- slow connections */
+
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	sr__httpd *h = cls;
+	const union MHD_ConnectionInfo *info;
+	conn *c = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		if (!(c = calloc(1, sizeof(*c))))
+			return; /* not watched: the idle timeout still applies */
+		info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+		c->mhd = mc;
+		c->fd = info ? info->connect_fd : -1;
+		c->since = uv_now(h->loop);
+		if ((c->next = h->conns))
+			c->next->prev = &c->next;
+		c->prev = &h->conns;
+		h->conns = c;
+		*socket_context = c;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && c) {
+		if (c->next)
+			c->next->prev = c->prev;
+		*c->prev = c->next;
+		free(c);
+		*socket_context = NULL;
+	}
+}
+
+static conn *conn_of(struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return info ? info->socket_context : NULL;
+}
+
+/* The request's headers are in: its connection is no longer slow. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	sr__httpd *h = cls;
+	conn *c = conn_of(mc);
+
+	if (c)
+		c->headers = 1;
+	return h->handler(h->cls, mc, url, method, version, upload_data, upload_data_size,
+			  con_cls);
+}
+
+/* A request answered: the next one on the connection has its own time. */
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	sr__httpd *h = cls;
+	conn *c = conn_of(mc);
+
+	if (c) {
+		c->headers = 0;
+		c->since = uv_now(h->loop);
+	}
+	if (h->completed)
+		h->completed(h->cls, mc, con_cls, toe);
+}
+
+/* A connection whose request's headers have not all come within
+ * header_timeout (one byte a second keeps MHD's idle timeout away) is
+ * shut down: MHD sees its end and closes it (the descriptor stays MHD's
+ * until then, so no other connection can be hit). */
+static void on_sweep(uv_timer_t *t)
+{
+	sr__httpd *h = t->data;
+	uint64_t now = uv_now(h->loop), limit = (uint64_t)h->header_timeout_s * 1000;
+	unsigned cut = 0;
+
+	for (conn *c = h->conns; c; c = c->next)
+		if (!c->headers && !c->cut && c->fd >= 0 && now - c->since >= limit) {
+			shutdown(c->fd, SHUT_RDWR);
+			c->cut = 1;
+			cut++;
+		}
+	if (cut) {
+		sr__log(SR_LOG_DEBUG, "httpd", "%u connections closed: no whole request "
+			"within %u s", cut, h->header_timeout_s);
+		run_mhd(h);
+	}
+}
+
+/* As many descriptors as the hard limit allows (connections are one
+ * each); the connection limit then leaves room for everything else the
+ * service opens (sandboxes, agents, the store), so that a flood of
+ * connections is refused at accept instead of starving the runs. */
+static unsigned connection_room(void)
+{
+	struct rlimit rl;
+	rlim_t want;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 512;
+	want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 1048576 ? 1048576 : rl.rlim_max;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1048576)
+		rl.rlim_cur = 1048576;
+	/* A quarter (at least 256) for the rest. */
+	return rl.rlim_cur > 1024 ? (unsigned)(rl.rlim_cur - rl.rlim_cur / 4) :
+	       rl.rlim_cur > 320 ? (unsigned)(rl.rlim_cur - 256) : 64;
+}
+
+unsigned sr__httpd_max_connections(const sr__httpd *h)
+{
+	return h->max_connections;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -199,12 +339,22 @@ int sr__httpd_start(uv_loop_t *loop, const sr__httpd_opts *o, sr__httpd **out,
 		snprintf(err, n, "cannot listen on %s: %s", o->listen, strerror(errno));
 		goto fail;
 	}
+	h->loop = loop;
+	h->handler = o->handler;
+	h->completed = o->completed;
+	h->cls = o->cls;
+	h->header_timeout_s = o->header_timeout ? o->header_timeout : 10u;
+	h->max_connections = connection_room();
 	h->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, o->handler, o->cls,
+		0, NULL, NULL, on_request, h,
 		MHD_OPTION_LISTEN_SOCKET, h->fd,
-		MHD_OPTION_NOTIFY_COMPLETED, o->completed, o->cls,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 		MHD_OPTION_CONNECTION_TIMEOUT,
 		o->connection_timeout ? o->connection_timeout : 60u,
+		MHD_OPTION_CONNECTION_LIMIT, h->max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		o->per_client_limit ? o->per_client_limit : 256u,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_END);
@@ -215,9 +365,12 @@ int sr__httpd_start(uv_loop_t *loop, const sr__httpd_opts *o, sr__httpd **out,
 	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_EPOLL_FD);
 	uv_poll_init(loop, &h->poll, info->epoll_fd);
 	uv_timer_init(loop, &h->timer);
-	h->poll.data = h->timer.data = h;
-	h->handles = 2;
+	uv_timer_init(loop, &h->sweep);
+	h->poll.data = h->timer.data = h->sweep.data = h;
+	h->handles = 3;
 	uv_poll_start(&h->poll, UV_READABLE, on_poll);
+	uv_timer_start(&h->sweep, on_sweep, 1000, 1000);
+	uv_unref((uv_handle_t *)&h->sweep);
 	rearm(h);
 	*out = h;
 	return SR_OK;
@@ -281,6 +434,8 @@ void sr__httpd_stop(sr__httpd *h)
 	}
 	uv_poll_stop(&h->poll);
 	uv_timer_stop(&h->timer);
+	uv_timer_stop(&h->sweep);
 	uv_close((uv_handle_t *)&h->poll, on_closed);
 	uv_close((uv_handle_t *)&h->timer, on_closed);
+	uv_close((uv_handle_t *)&h->sweep, on_closed);
 }

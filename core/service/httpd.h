@@ -17,6 +17,10 @@ typedef struct sr__httpd_opts {
 	MHD_RequestCompletedCallback completed;
 	void *cls;                           /* both callbacks' */
 	unsigned connection_timeout;         /* seconds idle; 0: 60 */
+	unsigned header_timeout;             /* seconds for a request's headers
+					      * to come whole; 0: 10 */
+	unsigned per_client_limit;           /* connections at once from one
+					      * address; 0: 256 */
 } sr__httpd_opts;
 
 /* Listen and start. A Unix socket is made mode 0600 (replacing a stale
@@ -27,6 +31,9 @@ int sr__httpd_start(uv_loop_t *loop, const sr__httpd_opts *o, sr__httpd **out,
  * "unix:/run/sandrund.sock". */
 const char *sr__httpd_where(const sr__httpd *h);
 int sr__httpd_is_unix(const sr__httpd *h);
+/* Connections at once in all: what the descriptor limit leaves (raised to
+ * its hard limit at start) once a quarter of it is kept for the rest. */
+unsigned sr__httpd_max_connections(const sr__httpd *h);
 /* Let MHD run on the next loop turn: after a connection was resumed. */
 void sr__httpd_kick(sr__httpd *h);
 /* Stop accepting connections; the open ones go on. */

@@ -84,8 +84,13 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	ho.handler = sr__api_request;
 	ho.completed = sr__api_completed;
 	ho.cls = s;
+	ho.header_timeout = conf->header_timeout_s;
+	ho.per_client_limit = conf->max_client_connections;
 	if ((rc = sr__httpd_start(ctx->loop, &ho, &s->httpd, err, n)) != SR_OK)
 		goto fail;
+	sr__log(SR_LOG_INFO, "service", "connections: at most %u, %u from one address; a "
+		"request's headers within %u s", sr__httpd_max_connections(s->httpd),
+		conf->max_client_connections, conf->header_timeout_s);
 	/* Once nothing else can fail: it takes over other services' records
 	 * and starts timers. */
 	if (sr__pool_record(s->pool, state) != SR_OK)

@@ -763,6 +763,37 @@ rc=$?
 	fail "a second SIGTERM: the run cancelled, exit 0 (got $rc)"
 grep_in "... logged" "$T/twice.log" "second stop signal: cancelling the runs now"
 
+# ------------- slow clients: bounded per address, cut when headers dawdle
+start_svc slow SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
+	SANDRUN_SERVICE_MAX_CLIENT_CONNECTIONS=20 SANDRUN_SERVICE_HEADER_TIMEOUT=2
+grep_in "slow clients: the start says the bounds" "$T/slow.log" \
+	"connections: at most [0-9]*, 20 from one address; a request's headers within 2 s"
+PORT=${URL##*:}
+node "$SANDRUN_SRCDIR/tests/helpers/slow_clients.mjs" 127.0.0.1 "$PORT" 60 127.0.0.1 8 200 \
+	>"$T/slow.json" 2>&1 &
+slow_pid=$!
+sleep 1
+t0=$(date +%s%N)
+hc=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --interface 127.0.0.2 "$URL/health")
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+[ "$hc" = 200 ] && [ "$ms" -lt 1000 ] &&
+	ok "slow clients: 60 from one address, /health from another answers ($ms ms)" ||
+	fail "slow clients: /health from another address answers (HTTP $hc, $ms ms)"
+wait $slow_pid
+refused=$(get "$T/slow.json" refused)
+cut=$(get "$T/slow.json" cut)
+[ "$refused" -ge 40 ] && ok "... past 20 from one address, refused ($refused of 60)" ||
+	fail "... past 20 from one address, refused ($(cat "$T/slow.json"))"
+[ "$cut" -ge 1 ] && [ "$(get "$T/slow.json" open)" = 0 ] &&
+	node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+		process.exit(j.cut_ms.every((ms) => ms >= 1900 && ms < 4500) ? 0 : 1)' "$T/slow.json" &&
+	ok "... the others cut once their headers took over 2 s ($cut)" ||
+	fail "... the others cut once their headers took over 2 s ($(cat "$T/slow.json"))"
+api GET /health
+code "... and the address is served again" 200
+kill -TERM "$SVC_PID"
+wait "$SVC_PID"
+
 # ------------------- a service killed mid-run: the run is failed at restart
 start_svc crash SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens"
 # a sandbox kept warm (running) when the service is killed

@@ -407,6 +407,8 @@ Test(conf, service_defaults)
 	cr_assert_eq(sc.max_warm, 20);
 	cr_assert_eq(sc.warm_ttl_s, 0);
 	cr_assert_eq(sc.lease_ttl_s, 30);
+	cr_assert_eq(sc.max_client_connections, 256);
+	cr_assert_eq(sc.header_timeout_s, 10);
 	sr__config_free(c);
 }
 
@@ -416,7 +418,8 @@ Test(conf, service_values_are_read_and_checked)
 	const char *p = t_write(dir, "s.conf",
 		"[service]\nlisten = unix:/run/sandrund.sock\ntokens_file = /etc/sandrun/tokens\n"
 		"max_body = 64K\nmax_runs = 3\nevent_buffer = 100\nruns_kept = 0\n"
-		"drain_timeout = 0\nwarm_live = 0\nmax_warm = 0\nwarm_ttl = 86400\nlease_ttl = 2\n");
+		"drain_timeout = 0\nwarm_live = 0\nmax_warm = 0\nwarm_ttl = 86400\nlease_ttl = 2\n"
+		"max_client_connections = 1\nheader_timeout = 600\n");
 	sr__service_conf sc;
 
 	cr_assert_eq(sr__config_load(c, p), SR_OK);
@@ -432,6 +435,8 @@ Test(conf, service_values_are_read_and_checked)
 	cr_assert_eq(sc.max_warm, 0);
 	cr_assert_eq(sc.warm_ttl_s, 86400);
 	cr_assert_eq(sc.lease_ttl_s, 2);
+	cr_assert_eq(sc.max_client_connections, 1);
+	cr_assert_eq(sc.header_timeout_s, 600);
 	sr__config_free(c);
 }
 
@@ -447,6 +452,8 @@ Test(conf, a_bad_service_value_names_file_line_and_key)
 		{ "warm_live", "86401" }, { "warm_live", "-1" }, { "max_warm", "10001" },
 		{ "max_warm", "lots" }, { "warm_ttl", "31536001" }, { "warm_ttl", "1h" },
 		{ "lease_ttl", "1" }, { "lease_ttl", "3601" },
+		{ "max_client_connections", "0" }, { "max_client_connections", "100001" },
+		{ "header_timeout", "0" }, { "header_timeout", "601" }, { "header_timeout", "5s" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
