@@ -17,6 +17,7 @@ typedef struct binding {
 	sr_credential cred;   /* cred.hosts points at hosts */
 	const char *hosts[1];
 	char host[256];
+	char port[16];        /* an allow_hosts "host:port" entry's, or "" */
 	char *name;           /* env name, or "<server>/<header>" */
 	char *value;
 	char *server, *header; /* header bindings */
@@ -52,6 +53,33 @@ static int excepted(const char *host, const char *port,
 		if (strcasecmp(*e, host) == 0 || (port && strcasecmp(*e, with_port) == 0))
 			return 1;
 	return 0;
+}
+
+/* The port the value of a binding to dest may go to: the one of an
+ * allow_hosts "host:port" entry that let dest through, "" for any (a
+ * public https host, or a host the operator allowed on every port). */
+static void bound_port(const char *dest, const char *host, const char *const *exceptions,
+		       char *port, size_t n)
+{
+	const char *h = strstr(dest, "://"), *end;
+	char p[16] = "";
+	size_t len;
+
+	port[0] = 0;
+	h = h ? h + 3 : dest;
+	len = strcspn(h, "/?#");
+	end = *h == '[' ? memchr(h, ']', len) : NULL;
+	end = end ? end + 1 : h + strcspn(h, ":/?#");
+	if (*end == ':') {
+		size_t pl = strcspn(end + 1, "/?#");
+		if (pl < sizeof(p)) {
+			memcpy(p, end + 1, pl);
+			p[pl] = 0;
+		}
+	}
+	if (!p[0] || excepted(host, NULL, exceptions) || !excepted(host, p, exceptions))
+		return;
+	snprintf(port, n, "%s", p);
 }
 
 int sr__creds_host_rule(const char *dest, const char *const *exceptions,
@@ -201,6 +229,7 @@ int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
 			rc = SR_EPERM;
 			break;
 		}
+		bound_port(dest, b->host, exceptions, b->port, sizeof(b->port));
 		b->name = strdup(env);
 		b->value = strdup(value);
 		b->cred.target = SR_CRED_ENV;
@@ -233,6 +262,7 @@ int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
 				rc = SR_EPERM;
 				break;
 			}
+			bound_port(url, b->host, exceptions, b->port, sizeof(b->port));
 			len = strlen(server ? server : "") + strlen(h) + 2;
 			b->name = malloc(len);
 			if (b->name)
@@ -270,11 +300,20 @@ int sr__creds_collect(json_t *desc, json_t *creds, const char *model_url,
 		b->cred.value = b->value;
 		b->cred.hosts = b->hosts;
 		b->cred.n_hosts = 1;
+		b->cred.port = b->port[0] ? b->port : NULL;
 		b->cred.isolation_required = 1;
 		c->ptrs[i] = &b->cred;
 	}
 	*out = c;
 	return SR_OK;
+}
+
+const sr_credential *sr__creds_port_bound(const sr__creds *c)
+{
+	for (size_t i = 0; c && i < c->n; i++)
+		if (c->b[i].port[0])
+			return &c->b[i].cred;
+	return NULL;
 }
 
 size_t sr__creds_count(const sr__creds *c)
@@ -301,6 +340,7 @@ void sr__creds_fingerprint(const sr__creds *c, char out[65])
 		const binding *b = &c->b[i];
 		EVP_DigestUpdate(x, b->name, strlen(b->name) + 1);
 		EVP_DigestUpdate(x, b->host, strlen(b->host) + 1);
+		EVP_DigestUpdate(x, b->port, strlen(b->port) + 1);
 		EVP_DigestUpdate(x, b->value, strlen(b->value) + 1);
 	}
 	if (EVP_DigestFinal_ex(x, md, &len) == 1 && len == 32)

@@ -60,6 +60,9 @@ void sr__creds_fingerprint(const sr__creds *c, char out[65]);
  * "placeholders" object) into the secret headers of user_mcp. SR_OK, or
  * SR_ENOTFOUND with why naming a header binding that got none: the value
  * itself is never sent instead. */
+/* The first binding whose value may go to one port of its host only (an
+ * allow_hosts "host:port" entry let it through), or NULL. */
+const sr_credential *sr__creds_port_bound(const sr__creds *c);
 int sr__creds_apply_placeholders(const sr__creds *c, json_t *placeholders,
 				 json_t *user_mcp, char *why, size_t n);
 /* The names of the secret headers of user_mcp ("MCP server 'S' header

@@ -228,8 +228,9 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	sr__run *r = calloc(1, sizeof(*r));
 	sr__plan plan;
 	const char *code, *state;
-	char msg[1024], hbuf[64] = "", err[600];
-	int rc, retryable;
+	char msg[1024], hbuf[64] = "", err[600], unbound[1024];
+	const sr_credential *pc = NULL;
+	int rc, retryable, port_unbound = 0;
 
 	*out = NULL;
 	*exit_code = SR_RUN_EXIT_FAILED;
@@ -356,6 +357,24 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 			return rc;
 		}
 		sr__creds_fingerprint(r->creds, r->creds_fp);
+		if ((pc = sr__creds_port_bound(r->creds)) &&
+		    !(plan.provider_caps & SR_CAP_SECRET_PORTS)) {
+			snprintf(msg, sizeof(msg), "credential %s may go to %s:%s only ([secrets] "
+				 "allow_hosts), and provider '%s' binds a secret to a host on every "
+				 "port: a request from the sandbox to another port of %s would carry "
+				 "it", pc->name, pc->hosts[0], pc->port, r->provider->desc->name,
+				 pc->hosts[0]);
+			if (ctx->rc.credential_isolation == SR__ISOLATION_REQUIRED) {
+				strncat(msg, " ([runner] credential_isolation is 'required'; allow "
+					"the host without a port to accept that)",
+					sizeof(msg) - strlen(msg) - 1);
+				refuse(r, "credential_port_unbound", msg, exit_code);
+				sr__run_free(r);
+				return SR_EPERM;
+			}
+			port_unbound = 1;
+			snprintf(unbound, sizeof(unbound), "%s", msg);
+		}
 	}
 	if (!r->provider || !r->harness) { /* the plan made sure of both */
 		sr__run_free(r);
@@ -416,6 +435,10 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:i}", "type", "run.started", "session",
 			  r->session, "harness", r->harness->desc->name, "provider",
 			  r->provider->desc->name, "turn", r->turn + 1));
+	if (port_unbound)
+		sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type",
+					  "credentials.port_unbound", "binding", pc->name, "host",
+					  pc->hosts[0], "port", pc->port, "message", unbound));
 	*out = r;
 	sr__run_check_mcp_hosts(r);
 	return SR_OK;

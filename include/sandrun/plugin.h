@@ -305,6 +305,7 @@ struct sr_host {
 #define SR_CAP_NETWORK_POLICY (1u << 2)   /* network policy is enforced */
 #define SR_CAP_PARK_STOPPED (1u << 3)     /* can park a sandbox stopped */
 #define SR_CAP_WATCH (1u << 4)            /* offers ops->watch */
+#define SR_CAP_SECRET_PORTS (1u << 5)     /* binds a secret to a credential's port (2.5) */
 
 enum sr_network_mode {
 	SR_NET_OPEN = 0,      /* no restriction */
@@ -337,6 +338,12 @@ typedef struct sr_credential {
 	size_t n_hosts;
 	const char *usage;         /* how the host takes it: "api_key", "bearer" */
 	int isolation_required;    /* 1: never in plain text in the sandbox */
+	/* Since 2.5: the one port of hosts the value may go to (an operator
+	 * allowed "host:port"), or NULL: any. A provider that binds secrets
+	 * to ports declares SR_CAP_SECRET_PORTS; for one that does not, the
+	 * core refuses such a credential under credential_isolation =
+	 * required and reports it (credentials.port_unbound) otherwise. */
+	const char *port;
 } sr_credential;
 
 typedef struct sr_sandbox_spec {

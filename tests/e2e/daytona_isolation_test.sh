@@ -96,6 +96,16 @@ refused "localhost" "https://localhost/v1"
 refused "http without an exception" "$model"
 refused "an exception for another port" "$model" "api.model.test:1"
 
+# Allowed on one port, which a Daytona secret cannot be bound to: refused
+# when isolation is required.
+SANDRUN_RUNNER_CREDENTIAL_ISOLATION=required SANDRUN_SECRETS_ALLOW_HOSTS="api.model.test:$model_port" \
+	expect "a host allowed on one port, isolation required: refused (exit 5)" 5 "$S" run --json \
+	--model-url "$model" "hi"
+grep_in "... code credential_port_unbound, naming the binding and the port" "$T/out" \
+	"\"code\":\"credential_port_unbound\".*ANTHROPIC_API_KEY may go to api.model.test:$model_port only"
+[ "$(nsecrets)" = 0 ] && [ "$(nboxes)" = 0 ] && ok "... no secret, no sandbox" ||
+	fail "... no secret, no sandbox"
+
 # ---- the turn: the value only at the exact host ----
 export SANDRUN_SECRETS_ALLOW_HOSTS="api.model.test:$model_port"
 $drive "$T/ev" - - "$S" run --json --tools "$T/tools.json" --model-url "$model" "isolate" \
@@ -103,6 +113,9 @@ $drive "$T/ev" - - "$S" run --json --tools "$T/tools.json" --model-url "$model" 
 runner=$!
 wait_grep "$T/ev" '"type":"tool.call"'
 grep_in "the platform tool was called" "$T/ev" '"type":"tool.call"'
+grep_in "preferred isolation: the port the secret is not bound to is reported" "$T/ev" \
+	"\"type\":\"credentials.port_unbound\".*\"port\":\"$model_port\""
+
 box=$(field sandbox "$T/ev")
 curl -s "$admin/sandbox/$box" >"$T/box.json"
 boxdir=$(field dir "$T/box.json")

@@ -128,9 +128,32 @@ Test(run, isolated_secrets_never_reach_the_plain_environment)
 	cr_assert_eq(sr__creds_collect(desc, NULL, "https://gw.example.org/v1", NULL, NULL, &c, why,
 				       sizeof(why)), SR_OK, "%s", why);
 	cr_assert_str_eq(sr__creds_spec(c)[0]->hosts[0], "gw.example.org");
+	cr_assert_null(sr__creds_spec(c)[0]->port, "a public https host: any port of it");
+	cr_assert_null(sr__creds_port_bound(c));
 	sr__creds_fingerprint(c, fp2);
 	cr_assert_str_neq(fp, fp2);
 	sr__creds_free(c);
+	{
+		/* Let through by an allow_hosts "host:port" entry: the value
+		 * may go to that port only, which the credential carries; by
+		 * a host entry: any port. */
+		const char *with_port[] = { "api.model.test:18080", NULL };
+		const char *host_only[] = { "api.model.test", NULL };
+		cr_assert_eq(sr__creds_collect(desc, NULL, "http://api.model.test:18080/v1", NULL,
+					       with_port, &c, why, sizeof(why)), SR_OK, "%s", why);
+		cr_assert_str_eq(sr__creds_spec(c)[0]->hosts[0], "api.model.test");
+		cr_assert_str_eq(sr__creds_spec(c)[0]->port, "18080");
+		cr_assert(sr__creds_port_bound(c) == sr__creds_spec(c)[0]);
+		sr__creds_fingerprint(c, fp);
+		sr__creds_free(c);
+		cr_assert_eq(sr__creds_collect(desc, NULL, "http://api.model.test:18080/v1", NULL,
+					       host_only, &c, why, sizeof(why)), SR_OK, "%s", why);
+		cr_assert_null(sr__creds_spec(c)[0]->port);
+		cr_assert_null(sr__creds_port_bound(c));
+		sr__creds_fingerprint(c, fp2);
+		cr_assert_str_neq(fp, fp2, "the port is in the fingerprint");
+		sr__creds_free(c);
+	}
 	json_decref(env);
 	json_decref(exposed);
 	json_decref(desc);
