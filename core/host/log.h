@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -37,6 +38,11 @@ size_t sr__secrets_count(void);
 typedef struct sr__secret_holds {
 	char **values;
 	size_t n;
+	/* 0: the values are hidden from every output; a scope
+	 * (sr__secret_scope_new): from the log and that scope's output
+	 * (sr__redact_json_in) only, so that what one run was given does
+	 * not garble another's events. Set before the first hold. */
+	uint64_t scope;
 } sr__secret_holds;
 /* Hold value for h; without memory it is registered for good instead. */
 void sr__secret_hold_in(sr__secret_holds *h, const char *value);
@@ -50,6 +56,15 @@ char *sr__redact(const char *s);
  * is still well-formed JSON of the same shape. New reference (NULL only
  * without memory). Borrows v. */
 json_t *sr__redact_json(json_t *v);
+/* The same for the output of scope: the values held in no scope or
+ * registered for good, and those held in that scope. */
+json_t *sr__redact_json_in(json_t *v, uint64_t scope);
+/* A new scope for sr__secret_holds, never 0. */
+uint64_t sr__secret_scope_new(void);
+/* Holds that are empty and have no scope take this thread's current one
+ * at their first value (0: none, the default); returns the previous one,
+ * for the caller to enter again when it is done. */
+uint64_t sr__secret_scope_enter(uint64_t scope);
 /* Wipe and forget every secret. */
 void sr__secrets_clear(void);
 

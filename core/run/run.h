@@ -49,6 +49,10 @@ typedef struct sr__run_opts {
 	 * sandrun run). With an object, only its values are used: a service
 	 * never mixes a caller's credentials with its own. */
 	json_t *credentials;
+	/* The secrets of the run (what it is given and what it makes) are
+	 * hidden from its own output and the log, not from other runs' (a
+	 * scope of sr__secret_scope_new()); 0: from every output. */
+	uint64_t secret_scope;
 	const char *prompt;
 	const char *shim_path;   /* sandrun-shim on the runner's host */
 	int network;             /* SR_NET_OPEN or SR_NET_OFF */

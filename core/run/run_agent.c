@@ -593,6 +593,7 @@ int sr__run_keep_agent(sr__run *r)
 	a->load_session = r->load_session;
 	/* Its environment has the run's secrets, which it outlives: what it
 	 * prints later is still redacted. */
+	a->secrets.scope = r->secrets.scope;
 	for (size_t i = 0; i < r->secrets.n; i++)
 		sr__secret_hold_in(&a->secrets, r->secrets.values[i]);
 	a->run = NULL;

@@ -222,8 +222,21 @@ refused:
 	return SR_EINVAL;
 }
 
+static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_code);
+
 int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 		  int *exit_code)
+{
+	/* What the plan holds (the tools' secret headers, the credential
+	 * bindings) is the run's: hidden from its output, not from others'. */
+	uint64_t was = sr__secret_scope_enter(o->secret_scope);
+	int rc = start(ctx, o, out, exit_code);
+
+	sr__secret_scope_enter(was);
+	return rc;
+}
+
+static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_code)
 {
 	sr__run *r = calloc(1, sizeof(*r));
 	sr__plan plan;
@@ -240,6 +253,7 @@ int sr__run_start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out,
 	}
 	r->ctx = ctx;
 	r->o = *o;
+	r->secrets.scope = o->secret_scope;
 	/* Plugins' events: those of this run's provider and harness (set
 	 * below, before either starts). Runs at once each have their own. */
 	r->sink.fn = sr__run_plugin_event;

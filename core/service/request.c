@@ -212,6 +212,9 @@ int sr__svc_request_parse(const char *body, size_t len, sr__svc_request *out,
 	json_error_t err;
 
 	memset(out, 0, sizeof(*out));
+	/* What this request brings is hidden from its run's output (and the
+	 * log), not from other runs'. */
+	out->secrets.scope = sr__secret_scope_new();
 	out->network = SR_NET_OPEN;
 	out->enforcement_strict = 1;
 	out->ask_policy = SR_ASK_WAIT;

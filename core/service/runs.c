@@ -225,7 +225,7 @@ static void on_run_event(void *ud, json_t *ev)
 {
 	sr__svc_run *sr = ud;
 	sr__svc *s = sr->svc;
-	json_t *clean = sr__redact_json(ev);
+	json_t *clean = sr__redact_json_in(ev, sr->scope);
 	uint64_t seq = 0, next;
 	char *text, *line;
 	size_t len;
@@ -315,6 +315,7 @@ int sr__svc_run_new(sr__svc *s, sr__svc_request *q, sr__svc_run **out,
 	o.mcp_servers = sr->req.mcp_servers;
 	o.model_url = sr->req.model_url;
 	o.credentials = sr->req.credentials;
+	o.secret_scope = sr->scope = sr->req.secrets.scope;
 	o.network = sr->req.network;
 	o.enforcement_strict = sr->req.enforcement_strict;
 	o.ask_policy = sr->req.ask_policy;

@@ -61,6 +61,8 @@ struct sr__svc_run {
 	char id[SR__RUN_ID_LEN];
 	sr__run *run;            /* NULL before the start and once finished */
 	sr__svc_request req;     /* what the run borrows (tools, credentials) */
+	uint64_t scope;          /* its secrets' (req.secrets.scope, kept past
+				  * the request's clearing) */
 	int refs;                /* the table's, and one per follower */
 	int done;                /* no more events will come */
 	int exit_code;

@@ -411,6 +411,23 @@ grep_in "  saying the limit" "$T/body" "'model.credentials' has more than 32 ent
 api GET /metrics
 grep -q "^sandrun_secrets_held $held\$" "$T/body" && ok "  and nothing of them is held" ||
 	fail "  and nothing of them is held ($(grep '^sandrun_secrets_held' "$T/body"))"
+# A run's credential is hidden from its own events, not from another's: a
+# value that other runs' events happen to contain garbles only its own.
+start_run '{"prompt":"slow:3000","model":{"credentials":{"ANTHROPIC_API_KEY":"sandbox.acquired"}}}'
+HOLDER=$RUN
+wait_event "$HOLDER" '"text":"working..."' || fail "scoped redaction: the run holding the value started"
+api POST /v1/runs '{"prompt":"ok"}'
+grep_in "scoped redaction: another run's events are not garbled by it" "$T/body" '"type":"sandbox.acquired"'
+OTHER_SES=$(sed -n 's/.*"type":"run.started".*"session":"\([^"]*\)".*/\1/p' "$T/body" | head -n 1)
+events "$HOLDER"
+grep -q '"type":"sandbox.acquired"' "$T/ev" && fail "... while the run that holds it has it hidden" ||
+	ok "... while the run that holds it has it hidden"
+wait_state "$HOLDER" finished || fail "scoped redaction: the holding run ends"
+# (their sandboxes out of the warm pool, which is counted below)
+api DELETE "/v1/sessions/$(get "$T/body" session)"
+code "... its session deleted" 200
+api DELETE "/v1/sessions/$OTHER_SES"
+code "... and the other's" 200
 
 # --------------------------------------------------------- a run streamed
 api POST /v1/runs '{"prompt":"ok"}'

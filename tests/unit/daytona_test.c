@@ -1088,7 +1088,7 @@ Test(daytona_pure, a_secret_is_named_prefix_lease_and_number)
 static int cred_refused(const char *name, int target, const char *value, const char *const *hosts,
 			size_t n_hosts, char *why, size_t n)
 {
-	sr_credential c = { sizeof(c), target, name, value, hosts, n_hosts, "api_key", 1 };
+	sr_credential c = { sizeof(c), target, name, value, hosts, n_hosts, "api_key", 1, NULL };
 
 	return dy__cred_check(&c, 0, why, n) != SR_OK;
 }
@@ -1244,10 +1244,10 @@ Test(daytona_pure, a_lease_naming_a_secret_it_did_not_make_is_refused)
 static const char *const key_host[] = { "api.anthropic.test" };
 static const char *const docs_host[] = { "mcp.docs.test" };
 static const sr_credential cred_key = { sizeof(sr_credential), SR_CRED_ENV, "ANTHROPIC_API_KEY",
-					"sk-ant-value-one", key_host, 1, "api_key", 1 };
+					"sk-ant-value-one", key_host, 1, "api_key", 1, NULL };
 static const sr_credential cred_hdr = { sizeof(sr_credential), SR_CRED_HEADER,
 					"docs/Authorization", "Bearer docs-value-two", docs_host,
-					1, "bearer", 1 };
+					1, "bearer", 1, NULL };
 static const sr_credential *const two_creds[] = { &cred_key, &cred_hdr };
 static const sr_pair runner_label[] = { { "sandrun.runner", "runner-1" } };
 
@@ -1562,7 +1562,7 @@ Test(daytona, a_binding_breaking_the_host_rule_is_refused_before_anything_exists
 {
 	const char *wild[] = { "*.anthropic.test" };
 	sr_credential bad = { sizeof(bad), SR_CRED_ENV, "ANTHROPIC_API_KEY", "sk-ant-value-three",
-			      wild, 1, "api_key", 1 };
+			      wild, 1, "api_key", 1, NULL };
 	const sr_credential *creds[] = { &cred_key, &bad };
 	sr_pair env[] = { { "ANTHROPIC_API_KEY", "plain" } };
 	sr_sandbox_spec spec = { sizeof(spec), NULL, NULL, 0, creds, 2, NULL, NULL, 0 };

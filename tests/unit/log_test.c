@@ -145,3 +145,76 @@ Test(log, the_order_of_overlapping_secrets_is_kept_when_one_goes)
 	sr__secret_release("abcd-overlap-1234");
 	sr__secret_release("overlap-1234-wxyz");
 }
+
+static char *field_of(json_t *ev, uint64_t scope)
+{
+	json_t *clean = sr__redact_json_in(ev, scope);
+	char *s = strdup(json_string_value(json_object_get(clean, "session")));
+
+	json_decref(clean);
+	return s;
+}
+
+/* What one run holds is hidden from its own output and from the log, not
+ * from another run's: a run given "ses-" as a secret garbles nobody
+ * else's session ids. Values held in no scope, or registered, are hidden
+ * everywhere. */
+Test(log, a_scoped_secret_is_hidden_from_its_scope_and_the_log_only)
+{
+	uint64_t a = sr__secret_scope_new(), b = sr__secret_scope_new();
+	sr__secret_holds ha = { .scope = a }, hb = { .scope = b }, open = { 0 };
+	json_t *ev = json_pack("{s:s}", "session", "ses-cd85 sk-open-value-1 sk-b-value-22");
+	char *s;
+
+	cr_assert_neq(a, 0);
+	cr_assert_neq(a, b);
+	sr__secret_hold_in(&ha, "ses-");
+	sr__secret_hold_in(&hb, "sk-b-value-22");
+	sr__secret_hold_in(&open, "sk-open-value-1");
+	s = field_of(ev, a);
+	cr_assert_str_eq(s, "[REDACTED]cd85 [REDACTED] sk-b-value-22");
+	free(s);
+	s = field_of(ev, b);
+	cr_assert_str_eq(s, "ses-cd85 [REDACTED] [REDACTED]");
+	free(s);
+	s = sr__redact("ses-cd85 sk-open-value-1 sk-b-value-22");
+	cr_assert_str_eq(s, "[REDACTED]cd85 [REDACTED] [REDACTED]", "the log hides them all");
+	free(s);
+	/* The same value held by two scopes: hidden from both until the
+	 * last goes. */
+	sr__secret_hold_in(&hb, "ses-");
+	sr__secret_holds_release(&ha);
+	s = field_of(ev, b);
+	cr_assert_str_eq(s, "[REDACTED]cd85 [REDACTED] [REDACTED]");
+	free(s);
+	s = field_of(ev, a);
+	cr_assert_str_eq(s, "ses-cd85 [REDACTED] sk-b-value-22");
+	free(s);
+	sr__secret_holds_release(&hb);
+	sr__secret_holds_release(&open);
+	s = field_of(ev, a);
+	cr_assert_str_eq(s, "ses-cd85 sk-open-value-1 sk-b-value-22");
+	free(s);
+	json_decref(ev);
+}
+
+/* Holds made while a scope is entered take it. */
+Test(log, holds_take_the_scope_entered_at_their_first_value)
+{
+	uint64_t a = sr__secret_scope_new(), was = sr__secret_scope_enter(a);
+	sr__secret_holds h = { 0 };
+	json_t *ev = json_pack("{s:s}", "session", "tok-scoped-9999");
+	char *s;
+
+	sr__secret_hold_in(&h, "tok-scoped-9999");
+	cr_assert_eq(sr__secret_scope_enter(was), a);
+	cr_assert_eq(h.scope, a);
+	s = field_of(ev, sr__secret_scope_new());
+	cr_assert_str_eq(s, "tok-scoped-9999");
+	free(s);
+	s = field_of(ev, a);
+	cr_assert_str_eq(s, "[REDACTED]");
+	free(s);
+	sr__secret_holds_release(&h);
+	json_decref(ev);
+}
