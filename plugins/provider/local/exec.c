@@ -133,7 +133,7 @@ static int is_dir(const char *path)
 	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* bubblewrap's arguments for a confined process, into argv (room for 40 +
+/* bubblewrap's arguments for a confined process, into argv (room for 72 +
  * 3 * n_paths); returns how many. The system is visible read-only; /tmp,
  * /var/tmp, /run (host sockets), /home and /root, the runner's state
  * directory (sessions, relay journals, plugin records) and the sandboxes'
@@ -149,7 +149,18 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 			   const char **argv)
 {
 	static const char *const fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev",
-					     "--proc", "/proc", NULL };
+					     "--proc", "/proc", "--ro-bind", "/proc/sys",
+					     "/proc/sys", NULL };
+	/* The rest of /proc that writes to the host's kernel (as uid 0 no
+	 * capability is needed for most of /proc/sys: a root runner's agent
+	 * set kernel.randomize_va_space), read-only; what shows the host's
+	 * kernel memory, keys or timers, hidden. Each only where the host
+	 * has it (bwrap cannot make a file in /proc). */
+	static const char *const proc_ro[] = { "/proc/sysrq-trigger", "/proc/irq",
+					       "/proc/bus", "/proc/fs", NULL };
+	static const char *const proc_hidden[] = { "/proc/kcore", "/proc/keys",
+						   "/proc/timer_list", "/proc/sched_debug",
+						   NULL };
 	static const char *const hidden[] = { "/tmp", "/var/tmp", "/run", "/home",
 					      "/root", NULL };
 	/* No --new-session: the host already made the process a session of
@@ -162,6 +173,18 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 	argv[n++] = lp->bwrap;
 	for (const char *const *a = fixed; *a; a++)
 		argv[n++] = *a;
+	for (const char *const *p = proc_ro; *p; p++)
+		if (access(*p, F_OK) == 0) {
+			argv[n++] = "--ro-bind";
+			argv[n++] = *p;
+			argv[n++] = *p;
+		}
+	for (const char *const *p = proc_hidden; *p; p++)
+		if (access(*p, F_OK) == 0) {
+			argv[n++] = "--ro-bind";
+			argv[n++] = "/dev/null";
+			argv[n++] = *p;
+		}
 	for (const char *const *h = hidden; *h; h++)
 		if (is_dir(*h)) {
 			argv[n++] = "--tmpfs";
@@ -244,7 +267,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 		argc++;
 	if (spec->size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths))
 		n_paths = spec->n_host_paths;
-	argv = calloc(argc + 48 + 3 * n_paths, sizeof(*argv));
+	argv = calloc(argc + 80 + 3 * n_paths, sizeof(*argv));
 	envp = build_env(lp, id, meta, spec);
 	c = calloc(1, sizeof(*c));
 	rc = SR_ENOMEM;

@@ -175,14 +175,15 @@ static void probe_exit(void *ud, int status, int sig)
 	else if (status == 0 && sig == 0 && geteuid() == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; partly confined by bubblewrap %s: own mount, pid, ipc and "
-			 "uts namespaces, no capability, the host read-only, network 'off' isolated; "
+			 "uts namespaces, no capability, the host and /proc/sys read-only, network "
+			 "'off' isolated; "
 			 "but run as root, the agent is uid 0 and reads every host file root can "
 			 "read outside /tmp, /run, /home, /root and sandrun's state (run sandrun as "
 			 "an unprivileged user)", p->lp->root, p->lp->bwrap);
 	else if (status == 0 && sig == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
-			 "namespaces; the host read-only; network 'off' isolated)",
+			 "namespaces; the host and /proc/sys read-only; network 'off' isolated)",
 			 p->lp->root, p->lp->bwrap);
 	else
 		snprintf(detail, sizeof(detail),
@@ -203,7 +204,7 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 	static const char *const argv_tmpl[] = { NULL, "--dev-bind", "/", "/",
 						 "--unshare-net", "--", "true",
 						 NULL };
-	const char *argv[48];
+	const char *argv[96];
 	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL, 0 };
 	sr_proc_callbacks cb = { sizeof(cb), NULL, probe_stderr, probe_exit };
 	char detail[600];
