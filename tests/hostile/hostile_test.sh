@@ -29,6 +29,13 @@ listener=$!
 trap 'kill $sleeper $listener 2>/dev/null; rm -rf "$T"' EXIT
 wait_for "$T/port"
 PORT=$(cat "$T/port")
+# Under a root runner: a root-only file in /etc, as /etc/sandrun/tokens.
+ETC_SECRET=
+if [ "$(id -u)" -eq 0 ]; then
+	ETC_SECRET=/etc/.sandrun-hostile-$$
+	(umask 077 && printf 'tok-%s\n' "$CANARY" >"$ETC_SECRET")
+	trap 'kill $sleeper $listener 2>/dev/null; rm -f "$ETC_SECRET"; rm -rf "$T"' EXIT
+fi
 mkdir -p "$T/host"
 echo host-file >"$T/host/file"
 printf 'tok-%s\n' "$CANARY" >"$T/host/tokens"
@@ -96,9 +103,12 @@ battery() {
 	in_box "$a" "$node -e 'require(\"net\").connect($PORT, \"127.0.0.1\").on(\"data\", () => process.exit(0)).on(\"error\", () => process.exit(1))'" &&
 		ok "$who: (network open reaches it: the check is real)" ||
 		fail "$who: (network open reaches it: the check is real)"
-	if [ "$who" != root ]; then
-		refused "a root-only host file" "$a" 'head -c1 /etc/shadow'
+	refused "a root-only host file (/etc/shadow)" "$a" 'head -c1 /etc/shadow | grep -q .'
+	if [ -n "$ETC_SECRET" ]; then
+		refused "a root-only file in /etc (as the service's tokens would be)" "$a" \
+			"grep -q tok- $ETC_SECRET"
 	fi
+	refused "another service's data (/var/lib)" "$a" 'ls /var/lib | grep -q .'
 	# Links and a FIFO where the runner reads and writes, then a park and a
 	# reconnect (which write the runner's record) and a destroy.
 	in_box "$a" "ln -s $T/host/file meta.json; ln -s $T/host/file meta.json.tmp;

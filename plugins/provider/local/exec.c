@@ -1,5 +1,6 @@
 /* Processes in a sandbox: their channels, their reduced environment, and
  * the bubblewrap confinement every one of them runs in. */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,8 +134,65 @@ static int is_dir(const char *path)
 	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* bubblewrap's arguments for a confined process, into argv (room for 72 +
- * 3 * n_paths); returns how many. The system is visible read-only; /tmp,
+/* What others may not read under dir (depth-first, to max entries in
+ * all): a file not readable by others ("f" and its path), a directory not
+ * searchable by them ("d" and its path; not entered). A root runner's agent is
+ * uid 0 without capabilities and would read each of them (/etc/shadow,
+ * /etc/ssl/private, the service's tokens, ssh host keys). */
+static void find_unreadable(const char *dir, char **out, size_t *n, size_t max, int depth)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	struct stat st;
+	char path[4096];
+
+	if (!d)
+		return;
+	while (*n < max && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
+		    lstat(path, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && (st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH)) {
+			if ((out[*n] = malloc(strlen(path) + 2))) {
+				sprintf(out[*n], "d%s", path);
+				(*n)++;
+			}
+		} else if (S_ISDIR(st.st_mode) && depth < 8) {
+			find_unreadable(path, out, n, max, depth + 1);
+		} else if (S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH)) {
+			if ((out[*n] = malloc(strlen(path) + 2))) {
+				sprintf(out[*n], "f%s", path);
+				(*n)++;
+			}
+		}
+	}
+	closedir(d);
+}
+
+/* The host paths every sandbox has hidden, found at the first confined
+ * exec (the host's /etc changes rarely; a restart finds it again). */
+static char *const *hidden_paths(local *lp)
+{
+	size_t n = 0;
+
+	if (!lp->hidden_found) {
+		lp->hidden_found = 1;
+		if ((lp->hidden = calloc(LOCAL_HIDDEN_MAX + 1, sizeof(*lp->hidden)))) {
+			find_unreadable("/etc", lp->hidden, &n, LOCAL_HIDDEN_MAX, 0);
+			if (n == LOCAL_HIDDEN_MAX)
+				lp->host->log(lp->host, SR_LOG_WARN, "local: more than %d files in "
+					      "/etc are not readable by others; sandboxes see those "
+					      "past the first %d", LOCAL_HIDDEN_MAX,
+					      LOCAL_HIDDEN_MAX);
+		}
+	}
+	return lp->hidden;
+}
+
+/* bubblewrap's arguments for a confined process, into argv (room for
+ * LOCAL_CONFINE_ROOM + 3 * n_paths); returns how many. The system is visible read-only; /tmp,
  * /var/tmp, /run (host sockets), /home and /root, the runner's state
  * directory (sessions, relay journals, plugin records) and the sandboxes'
  * root are each replaced by an empty tmpfs; then the host paths the
@@ -144,7 +202,7 @@ static int is_dir(const char *path)
  * its pid namespace every process in it.
  * Killing the process group (SR_PROC_GROUP) also catches a child that
  * bwrap started but had not yet tied to its own death. */
-size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
+size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 			   int net_off, const char *const *paths, size_t n_paths,
 			   const char **argv)
 {
@@ -161,8 +219,10 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 	static const char *const proc_hidden[] = { "/proc/kcore", "/proc/keys",
 						   "/proc/timer_list", "/proc/sched_debug",
 						   NULL };
-	static const char *const hidden[] = { "/tmp", "/var/tmp", "/run", "/home",
-					      "/root", NULL };
+	/* Deny by default where the host keeps what is not the agent's:
+	 * the runner's and other users' files, sockets and services' data. */
+	static const char *const hidden[] = { "/tmp", "/var", "/run", "/home", "/root",
+					      "/srv", "/mnt", "/media", "/boot", NULL };
 	/* No --new-session: the host already made the process a session of
 	 * its own (SR_PROC_GROUP), and the children stay in its group. */
 	static const char *const spaces[] = { "--unshare-pid", "--unshare-ipc",
@@ -190,6 +250,15 @@ size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
 			argv[n++] = "--tmpfs";
 			argv[n++] = *h;
 		}
+	for (char *const *h = hidden_paths(lp); h && *h; h++) {
+		if (**h == 'd') {
+			argv[n++] = "--tmpfs";
+		} else {
+			argv[n++] = "--ro-bind";
+			argv[n++] = "/dev/null";
+		}
+		argv[n++] = *h + 1;
+	}
 	if (state) {
 		argv[n++] = "--tmpfs";
 		argv[n++] = state;
@@ -267,7 +336,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 		argc++;
 	if (spec->size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths))
 		n_paths = spec->n_host_paths;
-	argv = calloc(argc + 80 + 3 * n_paths, sizeof(*argv));
+	argv = calloc(argc + LOCAL_CONFINE_ROOM + 3 * n_paths, sizeof(*argv));
 	envp = build_env(lp, id, meta, spec);
 	c = calloc(1, sizeof(*c));
 	rc = SR_ENOMEM;

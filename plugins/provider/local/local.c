@@ -177,13 +177,16 @@ static void probe_exit(void *ud, int status, int sig)
 			 "sandboxes in %s; partly confined by bubblewrap %s: own mount, pid, ipc and "
 			 "uts namespaces, no capability, the host and /proc/sys read-only, network "
 			 "'off' isolated; "
-			 "but run as root, the agent is uid 0 and reads every host file root can "
-			 "read outside /tmp, /run, /home, /root and sandrun's state (run sandrun as "
-			 "an unprivileged user)", p->lp->root, p->lp->bwrap);
+			 "/var, /home, /root, /srv, /mnt, /media, /boot, /run, /tmp and the files of "
+			 "/etc others may not read hidden; but run as root, the agent is uid 0 and "
+			 "reads the files only root may read elsewhere (/opt, /usr/local; run "
+			 "sandrun as an unprivileged user)", p->lp->root, p->lp->bwrap);
 	else if (status == 0 && sig == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
-			 "namespaces; the host and /proc/sys read-only; network 'off' isolated)",
+			 "namespaces; the host and /proc/sys read-only; /var, /home, /root, /srv, "
+			 "/mnt, /media, /boot, /run, /tmp and the files of /etc others may not read "
+			 "hidden; network 'off' isolated)",
 			 p->lp->root, p->lp->bwrap);
 	else
 		snprintf(detail, sizeof(detail),
@@ -204,7 +207,7 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 	static const char *const argv_tmpl[] = { NULL, "--dev-bind", "/", "/",
 						 "--unshare-net", "--", "true",
 						 NULL };
-	const char *argv[96];
+	const char *argv[LOCAL_CONFINE_ROOM];
 	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL, 0 };
 	sr_proc_callbacks cb = { sizeof(cb), NULL, probe_stderr, probe_exit };
 	char detail[600];
@@ -291,6 +294,7 @@ static void l_fini(void *self)
 	free(lp->locality);
 	free(lp->bwrap);
 	local__free_strv(lp->env_allow);
+	local__free_strv(lp->hidden);
 	free(lp);
 }
 

@@ -33,6 +33,9 @@ typedef struct local {
 	char *bwrap;       /* path of bwrap, or NULL */
 	int unconfined;    /* [provider.local] confinement = none */
 	char **env_allow;  /* extra names from the config */
+	char **hidden;     /* host paths no sandbox sees (exec.c), found once;
+			    * a trailing '/' marks a directory */
+	int hidden_found;
 	channel *channels;
 	struct lmount *mounts; /* mount.c: what it mounted, by kernel id */
 	struct mop *mops;      /* mount.c: mount operations in flight */
@@ -129,7 +132,11 @@ int local__status(void *self, uint64_t req, const char *id,
 void local__kill_channels(local *lp, const char *id, int signum);
 channel *local__find_channel(local *lp, uint64_t req);
 void local__free_strv(char **v);
-size_t local__confine_args(const local *lp, const char *dir, const char *cwd,
+/* At most this many host paths under /etc hidden from every sandbox, and
+ * the room local__confine_args needs besides its paths. */
+#define LOCAL_HIDDEN_MAX 128
+#define LOCAL_CONFINE_ROOM (80 + 3 * LOCAL_HIDDEN_MAX)
+size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 			   int net_off, const char *const *paths, size_t n_paths,
 			   const char **argv);
 int local__exec(void *self, uint64_t req, const char *id,
