@@ -1,7 +1,12 @@
 #!/bin/sh
 # sandrund's answers against doc/api.yaml: tests/peers/openapi_check.mjs
-# drives a service (the scripted agent behind it) through every operation
-# and validates what it answers with ajv (pinned in scripts/npm-peers).
+# drives a service (the scripted agent behind it) through every operation,
+# then through an abuse suite (malformed HTTP byte for byte: duplicate
+# headers, no Host, NULs, bad query values, duplicate JSON keys, deep
+# nesting, tokens almost right, ids that walk up, refused credentials and
+# callbacks), and validates what it answers with ajv (pinned in
+# scripts/npm-peers); then kills it mid-run and validates the run after
+# the restart.
 . "$SANDRUN_SRCDIR/tests/integration/lib.sh"
 command -v node >/dev/null || missing "node is not installed"
 npm_dir=${SANDRUN_NPM_DIR:-}

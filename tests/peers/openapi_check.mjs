@@ -254,6 +254,76 @@ await call('delete it again', 'DELETE', `/v1/sessions/${session}`, { want: 404 }
 await call('not a session id', 'GET', '/v1/sessions/nope', { want: 404 });
 await call('a session without a token', 'GET', `/v1/sessions/${session}`, { auth: false, want: 401 });
 
+// ------------------------------------------------------------- abuse
+// What a token holder (or anyone who can connect) might send besides
+// well-formed requests, byte for byte: each answer must still be the
+// documented one, with a documented body.
+import net from 'node:net';
+function rawSend(text) {
+  const u = new URL(base);
+  return new Promise((resolve) => {
+    const sock = net.connect(Number(u.port), u.hostname);
+    let buf = Buffer.alloc(0);
+    const done = () => {
+      const str = buf.toString('latin1');
+      const end = str.indexOf('\r\n\r\n');
+      if (end < 0) return resolve(null);
+      const lines = str.slice(0, end).split('\r\n');
+      const status = Number(lines[0].split(' ')[1]);
+      const headers = new Map();
+      for (const l of lines.slice(1)) {
+        const i = l.indexOf(':');
+        headers.set(l.slice(0, i).trim().toLowerCase(), l.slice(i + 1).trim());
+      }
+      const len = Number(headers.get('content-length') ?? 0);
+      resolve({ status, headers: { get: (h) => headers.get(h.toLowerCase()) ?? null },
+        body: buf.subarray(end + 4, end + 4 + len).toString('utf8') });
+    };
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      const str = buf.toString('latin1');
+      const end = str.indexOf('\r\n\r\n');
+      const m = /content-length: *(\d+)/i.exec(str.slice(0, end));
+      if (end >= 0 && m && buf.length >= end + 4 + Number(m[1])) { sock.destroy(); done(); }
+    });
+    sock.on('error', () => resolve(null));
+    sock.on('close', done);
+    sock.setTimeout(5000, () => sock.destroy());
+    sock.write(Buffer.from(text, 'latin1'));
+  });
+}
+async function abuse(name, method, path, head, body, want) {
+  const host = new URL(base).host;
+  const text = `${method} ${path} HTTP/1.1\r\n${head.replace('{host}', host)}` +
+    `${body !== undefined ? `Content-Length: ${Buffer.byteLength(body)}\r\n` : ''}Connection: close\r\n\r\n${body ?? ''}`;
+  const r = await rawSend(text);
+  if (!r) return fail(name, 'no answer');
+  if (r.status !== want) return fail(name, `HTTP ${r.status}, wanted ${want}: ${r.body.slice(0, 200)}`);
+  check(`abuse: ${name}`, method, path, r.status, r.headers, r.body);
+}
+const auth = `Authorization: Bearer ${token}\r\n`;
+const json = 'Content-Type: application/json\r\n';
+await abuse('two Content-Length headers', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}Content-Length: 2\r\n`, '{"prompt":"ok"}', 400);
+await abuse('two Authorization headers', 'GET', '/metrics', `Host: {host}\r\n${auth}Authorization: Bearer nope\r\n`, undefined, 400);
+await abuse('HTTP/1.1 without Host', 'GET', '/metrics', auth, undefined, 400);
+await abuse('a NUL in a query', 'GET', `/v1/runs/${run}/events?after=1%00`, `Host: {host}\r\n${auth}`, undefined, 400);
+for (const after of ['+5', '%205', '18446744073709551616', '-0', '0x10', '5abc'])
+  await abuse(`after=${after}`, 'GET', `/v1/runs/${run}/events?after=${after}`, `Host: {host}\r\n${auth}`, undefined, 400);
+await abuse('duplicate keys on /permissions', 'POST', `/v1/runs/${run}/permissions`, `Host: {host}\r\n${auth}${json}`, '{"request_id":"perm-1","allow":true,"allow":false}', 400);
+await abuse('duplicate keys on /v1/runs', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '{"prompt":"ok","prompt":"two"}', 400);
+await abuse('JSON nested 3,000 deep', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '['.repeat(3000), 400);
+await abuse('a body over max_body', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '['.repeat(10000), 413);
+await abuse('a token with a space after it', 'GET', '/metrics', `Host: {host}\r\nAuthorization: Bearer ${token} \r\n`, undefined, 401);
+await abuse('a token of another case', 'GET', '/metrics', `Host: {host}\r\nAuthorization: Bearer ${token.toUpperCase()}\r\n`, undefined, 401);
+await abuse('Basic instead of Bearer', 'GET', '/metrics', `Host: {host}\r\nAuthorization: Basic ${Buffer.from('a:' + token).toString('base64')}\r\n`, undefined, 401);
+await abuse('a run id that walks up', 'GET', '/v1/runs/..%2f..%2fmetrics', `Host: {host}\r\n${auth}`, undefined, 404);
+await abuse('a session id with a NUL', 'GET', '/v1/sessions/ses-0123456789abcdef%00', `Host: {host}\r\n${auth}`, undefined, 404);
+await abuse('a prompt that is not a string', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '{"prompt":["ok"]}', 400);
+await abuse('a huge number for a field', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '{"prompt":"ok","network":{"mode":1e999}}', 400);
+await abuse('a credential too common to be a secret', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`, '{"prompt":"ok","model":{"url":"https://m.example/v1","credentials":{"ANTHROPIC_API_KEY":"password"}}}', 400);
+await abuse('a callback to the metadata address', 'POST', '/v1/runs', `Host: {host}\r\n${auth}${json}`,
+  '{"prompt":"ok","tools":[{"name":"m","description":"m","input_schema":{"type":"object"},"callback":{"url":"http://[::ffff:169.254.169.254]/latest"}}]}', 200);
+
 // ------------------------------------------------------------- coverage
 for (const [tmpl, item] of Object.entries(doc.paths))
   for (const method of ['get', 'post', 'delete', 'put', 'patch']) {
