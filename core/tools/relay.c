@@ -24,6 +24,12 @@
  * A claim found at start belongs to a runner that died between 1 and 5: it
  * is answered with an error and the tool is not run again.
  *
+ * DIR lies where the sandbox writes. It is opened once, at the start (its
+ * last component made a real directory of the runner's), and every name
+ * in it is then opened, renamed and removed beneath that descriptor: a
+ * directory or a link the sandbox puts in its place later is never
+ * followed, and the inotify watch stays on the directory opened.
+ *
  * File reads and writes here are small (at most 1 MiB, usually a few
  * hundred bytes) and local, done on the loop thread.
  */
@@ -95,6 +101,10 @@ struct sr__relay {
 	int open_handles;
 	/* The temporary of the next response, made ahead (see make_spare). */
 	int spare_fd;            /* an O_TMPFILE in dir, or -1 */
+	/* dir, opened once at the start: every request and response is
+	 * opened, renamed and removed beneath it, so a directory (or a link)
+	 * the sandbox puts in dir's place mid-turn changes nothing. */
+	int dir_fd;
 	int no_spare;            /* O_TMPFILE or /proc unusable here */
 	int no_move;             /* claims cannot be taken by rename here */
 	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
@@ -242,11 +252,10 @@ static void unclaim(sr__relay *r, const char *id)
  * claims and takes apart from now on). */
 static int claim_by_move(sr__relay *r, const char *name, const char *id)
 {
-	char from[4096], to[4096];
+	char to[4096];
 
-	snprintf(from, sizeof(from), "%s/%s", r->dir, name);
 	path_in(to, sizeof(to), r->journal, id, ".claim");
-	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+	if (renameat2(r->dir_fd, name, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno == EEXIST || errno == ENOENT)
 		return errno;
@@ -302,7 +311,7 @@ static void make_spare(sr__relay *r)
 {
 	if (r->spare_fd >= 0 || r->closing || r->no_spare)
 		return;
-	r->spare_fd = open(r->dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	r->spare_fd = openat(r->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (r->spare_fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
 		r->no_spare = 1;
 }
@@ -315,7 +324,8 @@ static void drop_spare(sr__relay *r)
 }
 
 /* Write the response into the spare, give it the temporary name tmp
- * (linkat through /proc/self/fd), and rename that to final. 0: published;
+ * (linkat through /proc/self/fd), and rename that to final (both names in
+ * dir). 0: published;
  * ENOENT: no spare, or no /proc to link it by (the caller makes a named
  * temporary); another errno: the write, the link or the rename failed. */
 static int publish_spare(sr__relay *r, const char *text, size_t len,
@@ -329,7 +339,7 @@ static int publish_spare(sr__relay *r, const char *text, size_t len,
 	r->spare_fd = -1;
 	e = write_text(fd, text, len);
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	if (!e && linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0) {
+	if (!e && linkat(AT_FDCWD, proc, r->dir_fd, tmp, AT_SYMLINK_FOLLOW) != 0) {
 		e = errno == EPERM || errno == EACCES ? ENOENT : errno;
 		if (e == ENOENT)
 			r->no_spare = 1; /* no /proc: named temporaries from now on */
@@ -338,9 +348,9 @@ static int publish_spare(sr__relay *r, const char *text, size_t len,
 	}
 	if (close(fd) != 0 && !e)
 		e = errno;
-	if (!e && rename(tmp, final) != 0) {
+	if (!e && renameat(r->dir_fd, tmp, r->dir_fd, final) != 0) {
 		e = errno;
-		unlink(tmp);
+		unlinkat(r->dir_fd, tmp, 0);
 	}
 	return e;
 }
@@ -381,8 +391,8 @@ static int publish_in_claim(sr__relay *r, const char *id, const char *text, size
 		e = errno;
 	if (close(fd) != 0 && !e)
 		e = errno;
-	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
-	if (!e && rename(claim, final) != 0)
+	snprintf(final, sizeof(final), "%s%s", id, SR_RELAY_RES_SUFFIX);
+	if (!e && renameat(AT_FDCWD, claim, r->dir_fd, final) != 0)
 		e = errno;
 	return e;
 }
@@ -413,9 +423,9 @@ static int publish_as(sr__relay *r, const char *id, json_t *response, int in_cla
 		free(text);
 		return SR_OK;
 	}
-	path_in(final, sizeof(final), r->dir, id, SR_RELAY_RES_SUFFIX);
+	snprintf(final, sizeof(final), "%s%s", id, SR_RELAY_RES_SUFFIX);
 	(void)!getrandom(rnd, sizeof(rnd), 0);
-	snprintf(tmp, sizeof(tmp), "%s/.%s.res.tmp.%02x%02x%02x%02x%02x%02x", r->dir,
+	snprintf(tmp, sizeof(tmp), ".%s.res.tmp.%02x%02x%02x%02x%02x%02x",
 		 id, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	*why = publish_spare(r, text, len, tmp, final);
 	if (*why == 0) {
@@ -424,14 +434,16 @@ static int publish_as(sr__relay *r, const char *id, json_t *response, int in_cla
 	}
 	if (*why != ENOENT) {
 		free(text);
-		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s/%s: %s", r->dir, final,
+			strerror(*why));
 		return SR_EIO;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = openat(r->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		*why = errno;
 		free(text);
-		sr__log(SR_LOG_ERROR, "relay", "cannot write %s: %s", tmp, strerror(*why));
+		sr__log(SR_LOG_ERROR, "relay", "cannot write %s/%s: %s", r->dir, tmp,
+			strerror(*why));
 		return SR_EIO;
 	}
 	*why = write_text(fd, text, len);
@@ -442,13 +454,14 @@ static int publish_as(sr__relay *r, const char *id, json_t *response, int in_cla
 		rc = SR_EIO;
 	}
 	free(text);
-	if (rc == SR_OK && rename(tmp, final) != 0) {
+	if (rc == SR_OK && renameat(r->dir_fd, tmp, r->dir_fd, final) != 0) {
 		*why = errno;
 		rc = SR_EIO;
 	}
 	if (rc != SR_OK) {
-		unlink(tmp);
-		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s: %s", final, strerror(*why));
+		unlinkat(r->dir_fd, tmp, 0);
+		sr__log(SR_LOG_ERROR, "relay", "cannot publish %s/%s: %s", r->dir, final,
+			strerror(*why));
 	}
 	return rc;
 }
@@ -1141,7 +1154,7 @@ static call *call_new(sr__relay *r, const char *id, size_t id_len)
 
 /* Read a request file safely. Returns the text (malloc'd) or NULL with
  * the reason in why. */
-static char *read_request(const char *dir, const char *name, char *why,
+static char *read_request(int dir_fd, const char *dir, const char *name, char *why,
 			  size_t n)
 {
 	char path[4096];
@@ -1151,7 +1164,8 @@ static char *read_request(const char *dir, const char *name, char *why,
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	fd = dir_fd >= 0 ? openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) :
+			   open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(why, n, errno == ELOOP ? "the request is a symbolic link" :
 			 "cannot open the request: %s", strerror(errno));
@@ -1184,11 +1198,8 @@ static char *read_request(const char *dir, const char *name, char *why,
  * directory). A non-empty directory stays, under its hidden name. */
 static void remove_entry(sr__relay *r, const char *name)
 {
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
-	if (unlink(path) != 0 && errno == EISDIR)
-		rmdir(path);
+	if (unlinkat(r->dir_fd, name, 0) != 0 && errno == EISDIR)
+		unlinkat(r->dir_fd, name, AT_REMOVEDIR);
 }
 
 /* Take DIR/name away from the shim: rename it, whatever it is, to a
@@ -1200,15 +1211,12 @@ static void remove_entry(sr__relay *r, const char *name)
  * errno of the rename (ENOENT: withdrawn, or already gone). */
 static int take_entry(sr__relay *r, const char *name, char *taken, size_t n)
 {
-	char from[4096], to[4096];
 	unsigned char rnd[8] = { 0 };
 
 	(void)!getrandom(rnd, sizeof(rnd), 0);
 	snprintf(taken, n, ".taken.tmp.%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	snprintf(from, sizeof(from), "%s/%s", r->dir, name);
-	snprintf(to, sizeof(to), "%s/%s", r->dir, taken);
-	return rename(from, to) == 0 ? 0 : errno;
+	return renameat(r->dir_fd, name, r->dir_fd, taken) == 0 ? 0 : errno;
 }
 
 /* "<anything>.req", not hidden: a request, valid or to be rejected. */
@@ -1248,7 +1256,7 @@ static void take_request(sr__relay *r, const char *name)
 	if (rc == 0) {
 		stamp(c, RT_CLAIMED);
 		snprintf(taken, sizeof(taken), "%s.claim", c->id);
-		text = read_request(r->journal, taken, why, sizeof(why));
+		text = read_request(-1, r->journal, taken, why, sizeof(why));
 		if (!text)
 			unclaim_aside(r, c->id);
 		goto parse;
@@ -1290,7 +1298,7 @@ static void take_request(sr__relay *r, const char *name)
 		text = NULL;
 	} else {
 		stamp(c, RT_CLAIMED);
-		text = read_request(r->dir, taken, why, sizeof(why));
+		text = read_request(r->dir_fd, r->dir, taken, why, sizeof(why));
 		memcpy(c->taken, taken, sizeof(c->taken));
 	}
 parse:
@@ -1342,13 +1350,18 @@ int sr__relay_take(sr__relay *r, const char *name)
 
 static void scan(sr__relay *r)
 {
-	DIR *d = opendir(r->dir);
+	int fd = dup(r->dir_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *e;
 	char **names = NULL;
 	size_t n = 0, cap = 0;
 
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
+	rewinddir(d); /* (a dup shares its offset with dir_fd's other dups) */
 	/* Collect first: taking a request changes the directory. */
 	while ((e = readdir(d))) {
 		if (!is_request_name(e->d_name))
@@ -1466,6 +1479,17 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->event = o->event;
 	r->ud = o->ud;
 	r->trace_fd = sr_timing_open();
+	r->dir_fd = open(o->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (r->dir_fd < 0) {
+		snprintf(err, errlen, "relay directory %s: %s", o->dir, strerror(errno));
+		if (r->trace_fd >= 0)
+			close(r->trace_fd);
+		free(r->dir);
+		free(r->journal);
+		free(r->cpu_device);
+		free(r);
+		return SR_EIO;
+	}
 	r->spare_fd = -1;
 	r->watch_fd = -1;
 	r->cpu_fd = -1;
@@ -1491,8 +1515,8 @@ static void recover(sr__relay *r)
 			continue;
 		memcpy(id, e->d_name, len);
 		id[len] = 0;
-		path_in(req, sizeof(req), r->dir, id, SR_RELAY_REQ_SUFFIX);
-		unlink(req);
+		snprintf(req, sizeof(req), "%s%s", id, SR_RELAY_REQ_SUFFIX);
+		unlinkat(r->dir_fd, req, 0);
 		res = response_error(id,
 			"interrupted: the runner restarted while this call was in progress; "
 			"it was not run again and may or may not have taken effect");
@@ -1507,7 +1531,13 @@ static void recover(sr__relay *r)
 
 int sr__relay_start(sr__relay *r)
 {
+	char proc[64];
+	const char *watched;
 	int rc;
+
+	/* The directory opened at the start, not whatever has its name now. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", r->dir_fd);
+	watched = access(proc, F_OK) == 0 ? proc : r->dir;
 
 	recover(r);
 	uv_timer_init(r->ctx->loop, &r->poll);
@@ -1515,7 +1545,7 @@ int sr__relay_start(sr__relay *r)
 	r->open_handles++;
 	r->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (r->watch_fd < 0 ||
-	    inotify_add_watch(r->watch_fd, r->dir, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
+	    inotify_add_watch(r->watch_fd, watched, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
 		rc = uv_translate_sys_error(errno);
 	} else if ((rc = uv_poll_init(r->ctx->loop, &r->watch, r->watch_fd)) == 0) {
 		r->watch.data = r;
@@ -1554,6 +1584,30 @@ static int own_dir(const char *dir)
 	}
 	close(fd);
 	return 0;
+}
+
+/* Remove the files that match of the directory open at dir_fd (kept). */
+static int sweep_fd(int dir_fd, int (*match)(const char *name))
+{
+	int fd = dup(dir_fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	int count = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		if (!match(e->d_name))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			count++;
+	}
+	closedir(d);
+	return count;
 }
 
 /* Remove the files of dir that match, beneath the directory itself: a link
@@ -1599,7 +1653,7 @@ int sr__relay_sweep(sr__relay *r)
 
 	if (r->calls)
 		return SR_ESTATE;
-	n = sweep_dir(r->dir, is_protocol_file) + sweep_dir(r->journal, is_claim);
+	n = sweep_fd(r->dir_fd, is_protocol_file) + sweep_dir(r->journal, is_claim);
 	if (n)
 		emit(r, json_pack("{s:s, s:i}", "type", "relay.swept", "files", n));
 	return SR_OK;
@@ -1685,6 +1739,8 @@ static void destroy(sr__relay *r)
 		close(r->trace_fd);
 	if (r->watch_fd >= 0)
 		close(r->watch_fd); /* after its poll handle is closed */
+	if (r->dir_fd >= 0)
+		close(r->dir_fd);
 	free(r->dir);
 	free(r->journal);
 	free(r->cpu_device);

@@ -1148,3 +1148,50 @@ Test(relay, a_cpu_request_that_cannot_be_made_does_not_stop_calls)
 			       "the failure is said more than once");
 	}
 }
+
+/* The sandbox swaps its relay directory for a link to a host directory
+ * mid-turn: the relay keeps serving the directory it opened, and reads,
+ * writes, renames and removes nothing in the host directory, not even in
+ * a sweep. */
+Test(relay, a_relay_directory_swapped_mid_turn_is_not_followed)
+{
+	char orig[4400], host[4400], path[4600];
+	json_t *res;
+	int calls;
+
+	start_relay(SR_ASK_WAIT);
+	request("w1", "echo", "{\"text\":\"before\"}");
+	res = response("w1");
+	cr_assert_str_eq(status(res), "ok");
+	json_decref(res);
+	calls = t_count_lines(calls_log);
+	snprintf(orig, sizeof(orig), "%s.orig", relay_dir);
+	snprintf(host, sizeof(host), "%s/host", dir);
+	cr_assert_eq(mkdir(host, 0755), 0);
+	t_write(host, "h1.req", "{\"v\":1,\"id\":\"h1\",\"tool\":\"echo\",\"args\":{\"text\":\"host\"}}");
+	t_write(host, "keep.res", "host file");
+	cr_assert_eq(rename(relay_dir, orig), 0);
+	cr_assert_eq(symlink(host, relay_dir), 0);
+	run_for(700);
+	sr__relay_sweep(relay);
+	snprintf(path, sizeof(path), "%s/h1.req", host);
+	cr_assert_eq(access(path, F_OK), 0, "a request in the host directory was taken");
+	snprintf(path, sizeof(path), "%s/h1.res", host);
+	cr_assert_neq(access(path, F_OK), 0, "a response was written into the host directory");
+	snprintf(path, sizeof(path), "%s/keep.res", host);
+	cr_assert_eq(access(path, F_OK), 0, "a sweep removed a host file");
+	cr_assert_eq(t_count_lines(calls_log), calls, "a host request was run");
+	/* The directory the relay opened still works. */
+	t_write(orig, ".w2.tmp", "{\"v\":1,\"id\":\"w2\",\"tool\":\"echo\",\"args\":{\"text\":\"after\"}}");
+	{
+		char from[4600], to[4600];
+		snprintf(from, sizeof(from), "%s/.w2.tmp", orig);
+		snprintf(to, sizeof(to), "%s/w2.req", orig);
+		cr_assert_eq(rename(from, to), 0);
+	}
+	snprintf(path, sizeof(path), "%s/w2.res", orig);
+	for (int i = 0; i < 300 && access(path, F_OK) != 0; i++)
+		run_for(10);
+	cr_assert_eq(access(path, F_OK), 0, "the opened directory is no longer served");
+	cr_assert_eq(t_count_lines(calls_log), calls + 1);
+}
