@@ -1615,22 +1615,10 @@ static int sweep_fd(int dir_fd, int (*match)(const char *name))
 static int sweep_dir(const char *dir, int (*match)(const char *name))
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *e;
-	int count = 0;
+	int count = fd >= 0 ? sweep_fd(fd, match) : 0;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	while ((e = readdir(d))) {
-		if (!match(e->d_name))
-			continue;
-		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-			count++;
-	}
-	closedir(d);
+	if (fd >= 0)
+		close(fd);
 	return count;
 }
 

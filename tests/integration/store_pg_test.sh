@@ -26,21 +26,18 @@ for t in session kv; do
 		fail "tests/unit/${t}_test passes on PostgreSQL (exit $rc)"
 done
 
-# Two replicas on it.
-SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=replicas sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" \
-	>"$T/replicas" 2>&1
-rc=$?
-sed 's/^/  | /' "$T/replicas"
-[ $rc -eq 0 ] && ok "two sandrund replicas on one PostgreSQL database" ||
-	fail "two sandrund replicas on one PostgreSQL database (exit $rc)"
-# Replicas with sandboxes of their own (the issue-31 case: a session on
-# one is refused on the other, and lost nowhere).
-SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=elsewhere sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" \
-	>"$T/elsewhere" 2>&1
-rc=$?
-sed 's/^/  | /' "$T/elsewhere"
-[ $rc -eq 0 ] && ok "replicas with sandboxes of their own on one PostgreSQL database" ||
-	fail "replicas with sandboxes of their own on one PostgreSQL database (exit $rc)"
+# part PART NAME: service_test.sh's PART on this server, one check.
+part() {
+	SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=$1 sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" \
+		>"$T/$1" 2>&1
+	rc=$?
+	sed 's/^/  | /' "$T/$1"
+	[ $rc -eq 0 ] && ok "$2" || fail "$2 (exit $rc)"
+}
+# Two replicas on it; then replicas with sandboxes of their own (a
+# session on one is refused on the other, and lost nowhere).
+part replicas "two sandrund replicas on one PostgreSQL database"
+part elsewhere "replicas with sandboxes of their own on one PostgreSQL database"
 psql -qXAt -d "$PG_URL" -c "SELECT (SELECT count(*) FROM sessions) || ' ' ||
 	(SELECT count(*) FROM runs) || ' ' || (SELECT count(*) FROM run_events)" >"$T/count" 2>&1
 read -r n_sessions n_runs n_events <"$T/count"
@@ -49,12 +46,9 @@ read -r n_sessions n_runs n_events <"$T/count"
 	fail "... their sessions, runs and events are in the server's tables ($(cat "$T/count"))"
 
 # The server restarts between two turns of one sandrund.
-SANDRUN_STORE_URL=$PG_URL SERVICE_TEST_PART=store_restart STORE_RESTART="$(pg_restart_cmd)" \
-	sh "$SANDRUN_SRCDIR/tests/integration/service_test.sh" >"$T/restart" 2>&1
-rc=$?
-sed 's/^/  | /' "$T/restart"
-[ $rc -eq 0 ] && ok "sandrund goes on when the PostgreSQL server restarts" ||
-	fail "sandrund goes on when the PostgreSQL server restarts (exit $rc)"
+STORE_RESTART="$(pg_restart_cmd)"
+export STORE_RESTART
+part store_restart "sandrund goes on when the PostgreSQL server restarts"
 
 SANDRUN_STORE_URL=$PG_URL "$SANDRUN_BIN" doctor >"$T/out" 2>"$T/err"
 grep_in "sandrun doctor names the store" "$T/out" "ok.*store.*PostgreSQL database postgres on $PG_DIR"
