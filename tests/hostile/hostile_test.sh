@@ -33,8 +33,10 @@ PORT=$(cat "$T/port")
 ETC_SECRET=
 if [ "$(id -u)" -eq 0 ]; then
 	ETC_SECRET=/etc/.sandrun-hostile-$$
-	(umask 077 && printf 'tok-%s\n' "$CANARY" >"$ETC_SECRET")
-	trap 'kill $sleeper $listener 2>/dev/null; rm -f "$ETC_SECRET"; rm -rf "$T"' EXIT
+	LOCAL_SECRET=/usr/local/.sandrun-hostile-$$
+	(umask 077 && printf 'tok-%s\n' "$CANARY" >"$ETC_SECRET" &&
+		printf 'tok-%s\n' "$CANARY" >"$LOCAL_SECRET")
+	trap 'kill $sleeper $listener 2>/dev/null; rm -f "$ETC_SECRET" "$LOCAL_SECRET"; rm -rf "$T"' EXIT
 fi
 mkdir -p "$T/host"
 echo host-file >"$T/host/file"
@@ -107,6 +109,7 @@ battery() {
 	if [ -n "$ETC_SECRET" ]; then
 		refused "a root-only file in /etc (as the service's tokens would be)" "$a" \
 			"grep -q tok- $ETC_SECRET"
+		refused "a root-only file in /usr/local" "$a" "grep -q tok- $LOCAL_SECRET"
 	fi
 	refused "another service's data (/var/lib)" "$a" 'ls /var/lib | grep -q .'
 	# Links and a FIFO where the runner reads and writes, then a park and a

@@ -30,7 +30,7 @@ expect "doctor says sandboxes are confined" 0 "$S" doctor
 grep_in "doctor names bubblewrap" "$T/out" "provider local .*confined by bubblewrap"
 if [ "$(id -u)" -eq 0 ]; then
 	grep_in "doctor, as root: only partly, and why (a warning)" "$T/out" \
-		"^\[warn\] provider local .*partly confined by bubblewrap.*no capability.*files of /etc others may not read hidden.*run as root, the agent is uid 0"
+		"^\[warn\] provider local .*partly confined by bubblewrap.*no capability.*files of /etc, /opt and /usr/local others may not read hidden.*run as root, the agent is uid 0"
 fi
 a=$("$S" sandbox create) && b=$("$S" sandbox create) || { fail "two sandboxes"; finish; exit 1; }
 in_box "$a" 'echo private-to-a >secret.txt && echo ok' && ok "a writes its own workspace" ||

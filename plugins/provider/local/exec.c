@@ -172,20 +172,24 @@ static void find_unreadable(const char *dir, char **out, size_t *n, size_t max, 
 }
 
 /* The host paths every sandbox has hidden, found at the first confined
- * exec (the host's /etc changes rarely; a restart finds it again). */
+ * exec (they change rarely; a restart finds them again). */
 static char *const *hidden_paths(local *lp)
 {
+	/* Where a host keeps configuration and local software, readable as a
+	 * rule, with its secrets among them. */
+	static const char *const walked[] = { "/etc", "/opt", "/usr/local", NULL };
 	size_t n = 0;
 
 	if (!lp->hidden_found) {
 		lp->hidden_found = 1;
 		if ((lp->hidden = calloc(LOCAL_HIDDEN_MAX + 1, sizeof(*lp->hidden)))) {
-			find_unreadable("/etc", lp->hidden, &n, LOCAL_HIDDEN_MAX, 0);
+			for (const char *const *w = walked; *w; w++)
+				find_unreadable(*w, lp->hidden, &n, LOCAL_HIDDEN_MAX, 0);
 			if (n == LOCAL_HIDDEN_MAX)
 				lp->host->log(lp->host, SR_LOG_WARN, "local: more than %d files in "
-					      "/etc are not readable by others; sandboxes see those "
-					      "past the first %d", LOCAL_HIDDEN_MAX,
-					      LOCAL_HIDDEN_MAX);
+					      "/etc, /opt and /usr/local are not readable by "
+					      "others; sandboxes see those past the first %d",
+					      LOCAL_HIDDEN_MAX, LOCAL_HIDDEN_MAX);
 		}
 	}
 	return lp->hidden;

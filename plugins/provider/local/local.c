@@ -178,15 +178,15 @@ static void probe_exit(void *ud, int status, int sig)
 			 "uts namespaces, no capability, the host and /proc/sys read-only, network "
 			 "'off' isolated; "
 			 "/var, /home, /root, /srv, /mnt, /media, /boot, /run, /tmp and the files of "
-			 "/etc others may not read hidden; but run as root, the agent is uid 0 and "
-			 "reads the files only root may read elsewhere (/opt, /usr/local; run "
+			 "/etc, /opt and /usr/local others may not read hidden; but run as root, the "
+			 "agent is uid 0 and reads the files only root may read anywhere else (run "
 			 "sandrun as an unprivileged user)", p->lp->root, p->lp->bwrap);
 	else if (status == 0 && sig == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
 			 "namespaces; the host and /proc/sys read-only; /var, /home, /root, /srv, "
-			 "/mnt, /media, /boot, /run, /tmp and the files of /etc others may not read "
-			 "hidden; network 'off' isolated)",
+			 "/mnt, /media, /boot, /run, /tmp and the files of /etc, /opt and /usr/local "
+			 "others may not read hidden; network 'off' isolated)",
 			 p->lp->root, p->lp->bwrap);
 	else
 		snprintf(detail, sizeof(detail),

@@ -132,7 +132,8 @@ int local__status(void *self, uint64_t req, const char *id,
 void local__kill_channels(local *lp, const char *id, int signum);
 channel *local__find_channel(local *lp, uint64_t req);
 void local__free_strv(char **v);
-/* At most this many host paths under /etc hidden from every sandbox, and
+/* At most this many host paths under /etc, /opt and /usr/local hidden
+ * from every sandbox, and
  * the room local__confine_args needs besides its paths. */
 #define LOCAL_HIDDEN_MAX 128
 #define LOCAL_CONFINE_ROOM (80 + 3 * LOCAL_HIDDEN_MAX)
