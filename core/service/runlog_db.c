@@ -344,7 +344,7 @@ static void interrupted(db_log *l, const char *id, json_t *summary, uint64_t las
 	const char *session = json_string_value(json_object_get(summary, "session"));
 	json_t *ev = json_pack("{s:s, s:s, s:s, s:s?, s:b, s:s, s:I}", "type", "run.failed",
 			       "code", "service_restarted", "message", msg, "session", session,
-			       "retryable", 1, "run", id, "seq", (json_int_t)(last + 1));
+			       "retryable", 1, "run", id, "seq", (json_int_t)last + 1);
 	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL, *line;
 	struct timespec ts;
 	struct tm tm;
