@@ -34,8 +34,10 @@ KEY=$(random_key sk-e2e)
 unset ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN OPENAI_API_KEY CODEX_API_KEY
 export "$KEY_ENV=$KEY"
 # model SCRIPT LOG: the scripted model in the background, wanting $KEY.
+# Always started with &: exec makes $! the model's own pid, which the
+# kills below reach (the subshell's would leave node running).
 model() {
-	node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --key "$KEY" --script "$1" --log "$2"
+	exec node "$SANDRUN_SRCDIR/tests/emulators/$EMULATOR.mjs" --key "$KEY" --script "$1" --log "$2"
 }
 model "$T/script.json" "$T/model.ndjson" >"$T/model.out" 2>"$T/model.err" &
 model_pid=$!
