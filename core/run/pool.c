@@ -627,10 +627,7 @@ static int reaches(void *ud, const json_t *rec, const char *name)
 
 	if (!rec || !provider || sr__plugin_start(p->ctx, provider) != SR_OK)
 		return 1; /* decided below, as before */
-	if (!sr__session_elsewhere(rec, name,
-				   !!(sr__provider_capabilities(provider) & SR_CAP_REMOTE),
-				   sr__provider_locality(provider), sr__ctx_runner_id(p->ctx), msg,
-				   sizeof(msg), &retryable))
+	if (!sr__session_elsewhere_here(p->ctx, provider, rec, msg, sizeof(msg), &retryable))
 		return 1;
 	sr__log(SR_LOG_INFO, "pool", "a stopped service kept a sandbox warm that this one does "
 		"not reach, left for its runner: %s", msg);

@@ -418,10 +418,7 @@ static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_c
 			sr__run_free(r);
 			return SR_EINVAL;
 		}
-		if (sr__session_elsewhere(rec, r->provider->desc->name,
-					  !!(sr__provider_capabilities(r->provider) & SR_CAP_REMOTE),
-					  sr__provider_locality(r->provider),
-					  sr__ctx_runner_id(ctx), msg, sizeof(msg), &retryable)) {
+		if (sr__session_elsewhere_here(ctx, r->provider, rec, msg, sizeof(msg), &retryable)) {
 			/* Not reconnected, so not declared gone: the session
 			 * stays for the runner that reaches its sandbox. */
 			sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "type",

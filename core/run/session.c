@@ -11,6 +11,7 @@
 
 #include "core/host/ctx.h"
 #include "core/host/log.h"
+#include "core/plugins/provider.h"
 #include "core/run/session.h"
 #include "core/store/db.h"
 
@@ -240,6 +241,15 @@ int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
 		return 1;
 	}
 	return 0;
+}
+
+int sr__session_elsewhere_here(sr__ctx *ctx, sr__plugin *provider, const json_t *rec,
+			       char *msg, size_t n, int *retryable)
+{
+	return sr__session_elsewhere(rec, provider->desc->name,
+				     !!(sr__provider_capabilities(provider) & SR_CAP_REMOTE),
+				     sr__provider_locality(provider), sr__ctx_runner_id(ctx), msg,
+				     n, retryable);
 }
 
 /* ------------------------------------------------------ off the loop */

@@ -53,5 +53,11 @@ json_t *sr__session_home(const char *runner, const char *locality);
 int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
 			  const char *locality, const char *runner, char *msg, size_t n,
 			  int *retryable);
+/* sr__session_elsewhere for this runner: provider's name, capabilities
+ * and locality, and ctx's runner id. */
+struct sr__ctx;
+struct sr__plugin;
+int sr__session_elsewhere_here(struct sr__ctx *ctx, struct sr__plugin *provider,
+			       const json_t *rec, char *msg, size_t n, int *retryable);
 
 #endif

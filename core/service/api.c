@@ -746,10 +746,7 @@ static enum MHD_Result destroy_session(sr__svc *s, sr__api_req *q)
 		int retryable;
 		/* Its sandbox with a runner this one does not reach: nothing
 		 * here could destroy it, so nothing is forgotten. */
-		if (sr__session_elsewhere(rec, pname,
-					  !!(sr__provider_capabilities(p) & SR_CAP_REMOTE),
-					  sr__provider_locality(p), sr__ctx_runner_id(s->ctx),
-					  msg, sizeof(msg), &retryable)) {
+		if (sr__session_elsewhere_here(s->ctx, p, rec, msg, sizeof(msg), &retryable)) {
 			json_decref(rec);
 			return send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_elsewhere",
 					  "%s", msg);
