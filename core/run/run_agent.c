@@ -516,9 +516,27 @@ static char *command_in_sandbox(sr__run *r, const char *cmd)
 	return out;
 }
 
+/* The tools as the agent sees them (the specs file is read once, when
+ * its MCP server starts) and as they are guarded. */
+static json_t *tools_seen(const sr__run *r)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; r->tools && i < r->tools->n; i++) {
+		const sr__tool *t = &r->tools->tools[i];
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:O, s:i, s:i, s:b}", "name",
+						     t->name, "description", t->description,
+						     "inputSchema", t->input_schema, "kind", t->kind,
+						     "permission", t->permission, "read_only",
+						     t->read_only));
+	}
+	return arr;
+}
+
 /* What the agent was started with and its session set up with: an agent
  * is reused for a turn only when all of it is the same (the credentials
- * are in env: a changed key means a new agent). */
+ * are in env: a changed key means a new agent; each tool's name,
+ * description, schema and permission: changed tools mean a new agent). */
 static void fingerprint(sr__run *r, const char *const *argv, json_t *paths, char out[65])
 {
 	json_t *args = json_array(), *all;
@@ -527,9 +545,9 @@ static void fingerprint(sr__run *r, const char *const *argv, json_t *paths, char
 	out[0] = 0;
 	for (size_t i = 0; argv[i]; i++)
 		json_array_append_new(args, json_string(argv[i]));
-	all = json_pack("{s:o, s:O, s:s, s:O, s:O, s:s}", "argv", args, "env", r->env, "cwd",
+	all = json_pack("{s:o, s:O, s:s, s:O, s:O, s:s, s:o}", "argv", args, "env", r->env, "cwd",
 			r->workspace, "paths", paths, "mcp", r->mcp_servers, "harness",
-			r->harness->desc->name);
+			r->harness->desc->name, "tools", tools_seen(r));
 	text = all ? json_dumps(all, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	if (text)
 		sr__sha256_hex(text, strlen(text), out);

@@ -19,16 +19,21 @@
 //                   (cancel ends it at once with "cancelled")
 //   chatty:N        N message chunks ("chunk 1" ...), then ends the turn
 //   exit_after      ends the turn, then exits 200 ms later (between turns)
+//   tools           starts the session's first stdio MCP server once (as a
+//                   real agent does, for the session's life) and answers
+//                   its tools/list as JSON [{name, description}]
 //   prompt          each prompt's text names one of the modes above, so a
 //                   long-lived runner (sandrund) can drive several at once
 // Built-ins only; newline-delimited JSON-RPC on stdin/stdout.
 import { createInterface } from 'node:readline';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 const baseMode = process.env.FAKE_ACP_MODE || 'silent';
 let nextId = 0;
 const waiting = new Map();
 let cwd = '/';
+let mcpServers = [];
+let mcp = null;                 // the MCP server, once started: { send(method, params) }
 const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
 const request = (method, params) => new Promise((resolve) => {
   const id = nextId++;
@@ -39,8 +44,49 @@ const request = (method, params) => new Promise((resolve) => {
 const say = (sessionId, text) => send({ method: 'session/update', params: { sessionId, update: {
   sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } } } });
 
+// The session's first stdio MCP server, started on first use and kept.
+function mcpClient() {
+  if (mcp) return mcp;
+  const s = mcpServers.find((x) => x.command);
+  if (!s) return null;
+  const env = { ...process.env };
+  for (const e of s.env || []) env[e.name] = e.value;
+  const child = spawn(s.command, s.args || [], { env, cwd, stdio: ['pipe', 'pipe', 'inherit'] });
+  const pending = new Map();
+  let next = 1;
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    let m;
+    try { m = JSON.parse(line); } catch { return; }
+    pending.get(m.id)?.(m);
+    pending.delete(m.id);
+  });
+  child.on('exit', () => { for (const r of pending.values()) r({ error: { message: 'exited' } }); mcp = null; });
+  const call = (method, params) => new Promise((resolve) => {
+    const id = next++;
+    pending.set(id, resolve);
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params }) + '\n');
+  });
+  mcp = { call, ready: call('initialize', { protocolVersion: '2025-06-18', capabilities: {},
+    clientInfo: { name: 'fake_acp', version: '1' } }).then(() =>
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n')) };
+  return mcp;
+}
+
 async function prompt(id, sessionId, text) {
   const mode = baseMode === 'prompt' ? text.trim() : baseMode;
+  if (mode === 'tools') {
+    const c = mcpClient();
+    let out = 'no MCP server';
+    if (c) {
+      await c.ready;
+      const r = await c.call('tools/list', {});
+      out = r.error ? `tools/list failed: ${r.error.message}` :
+        JSON.stringify(r.result.tools.map((t) => ({ name: t.name, description: t.description })));
+    }
+    say(sessionId, out);
+    send({ id, result: { stopReason: 'end_turn' } });
+    return;
+  }
   if (mode.startsWith('env:')) {
     const name = mode.slice(4);
     say(sessionId, `${name}=${process.env[name] ?? '(unset)'}`);
@@ -130,6 +176,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       break;
     case 'session/new':
       cwd = m.params.cwd;
+      mcpServers = m.params.mcpServers || [];
       send({ id: m.id, result: { sessionId: 'fake-session' } });
       break;
     case 'session/prompt':

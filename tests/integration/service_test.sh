@@ -473,6 +473,25 @@ code "GET the session" 200
 	ok "the session's turn and sandbox" || fail "the session's turn and sandbox ($(cat "$T/body"))"
 SB=$(get "$T/body" sandbox)
 
+# A warm agent lists this turn's tools: the same tools reuse it, one
+# changed description starts a new agent (the shim read the old specs).
+tools_run() { # SESSION-JSON DESCRIPTION
+	api POST /v1/runs "{\"prompt\":\"tools\"$1,\"tools\":[{\"name\":\"pick\",\"kind\":\"client\",\"description\":\"$2\"}]}"
+}
+tools_run "" "pick one"
+grep_in "tools: the agent lists the turn's tools" "$T/body" '"text":"\[{\\"name\\":\\"pick\\",\\"description\\":\\"pick one\\"}\]"'
+ST=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
+tools_run ",\"session\":\"$ST\"" "pick one"
+grep_in "... the same tools next turn: the warm agent is reused" "$T/body" '"type":"agent.starting","harness":"claude","warm":true'
+grep_in "... and lists them" "$T/body" 'description\\":\\"pick one\\"'
+tools_run ",\"session\":\"$ST\"" "pick two"
+grep -q '"warm":true' "$T/body" && fail "... one description changed: a new agent" ||
+	ok "... one description changed: a new agent"
+grep_in "... which lists the new description" "$T/body" 'description\\":\\"pick two\\"'
+grep -q 'pick one' "$T/body" && fail "... and not the old one" || ok "... and not the old one"
+api DELETE "/v1/sessions/$ST"
+code "... its session deleted" 200
+
 # An agent that exits between turns: the sandbox stays warm without it,
 # and the next turn starts a new one.
 api POST /v1/runs '{"prompt":"exit_after"}'
