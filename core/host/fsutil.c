@@ -12,6 +12,17 @@
 
 #include "core/host/fsutil.h"
 
+int sr__owner_to_give(int dirfd, unsigned *uid, unsigned *gid)
+{
+	struct stat st;
+
+	if (geteuid() != 0 || fstat(dirfd, &st) != 0 || st.st_uid == 0)
+		return 0;
+	*uid = st.st_uid;
+	*gid = st.st_gid;
+	return 1;
+}
+
 int sr__mkdirs(const char *path, unsigned mode)
 {
 	char buf[4096];

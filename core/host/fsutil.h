@@ -8,6 +8,12 @@
  * empty or too long path, SR_EIO. */
 int sr__mkdirs(const char *path, unsigned mode);
 
+/* Under a root runner, what the runner makes in a directory of another
+ * user (a sandbox's, whose agent runs as that user) is that user's: the
+ * owner of the directory open at dirfd, 1 with *uid and *gid set; 0 when
+ * the runner is not root or the directory is root's. */
+int sr__owner_to_give(int dirfd, unsigned *uid, unsigned *gid);
+
 /* The machine an ELF executable is built for, as uname -m names it
  * ("x86_64", "aarch64", ...), or NULL when path is no ELF file or names
  * a machine not listed here. *is_static: 1 for a 64-bit little-endian

@@ -13,6 +13,7 @@
 
 #include "core/plugins/complete.h"
 #include "core/plugins/harness.h"
+#include "core/host/fsutil.h"
 #include "core/host/log.h"
 #include "core/host/node.h"
 #include "core/plugins/plugin.h"
@@ -271,18 +272,28 @@ int sr__run_new_relay(sr__run *r, const char *dir, const char *journal)
 
 /* Write text to path, in a directory the sandbox writes: through a new
  * file renamed over it, neither a link at path nor one at the temporary
- * name is followed (a link there would have the runner write a host file). */
+ * name is followed (a link there would have the runner write a host file).
+ * It is the directory's owner's (the agent's user, under a root runner). */
 static int write_in_sandbox(const char *path, const char *text)
 {
-	char tmp[4300];
+	char tmp[4300], dir[4300];
 	size_t len = strlen(text), off = 0;
-	int fd, rc = 0;
+	unsigned uid, gid;
+	int fd, dfd, rc = 0;
 
 	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
 	(void)unlink(tmp); /* a link or a leftover: removed, never followed */
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (strrchr(dir, '/'))
+		*strrchr(dir, '/') = 0;
+	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0 && sr__owner_to_give(dfd, &uid, &gid))
+		(void)fchown(fd, uid, gid);
+	if (dfd >= 0)
+		close(dfd);
 	while (off < len) {
 		ssize_t n = write(fd, text + off, len - off);
 		if (n < 0 && errno == EINTR)

@@ -106,6 +106,10 @@ struct sr__relay {
 	 * the sandbox puts in dir's place mid-turn changes nothing. */
 	int dir_fd;
 	int no_spare;            /* O_TMPFILE or /proc unusable here */
+	/* Under a root runner, dir's parent belongs to the sandbox's agent's
+	 * user: dir and every response are given to that user. */
+	int give;
+	unsigned give_uid, give_gid;
 	int no_move;             /* claims cannot be taken by rename here */
 	int trace_fd; /* SANDRUN_TRACE_TIMING, or -1 (shim/trace_timing.h) */
 	/* The CPU latency request (see cpu_hold): the device, its open fd
@@ -307,6 +311,13 @@ static int write_text(int fd, const char *text, size_t len)
  * the next one. It has no name until the response is written into it, so
  * the sandbox cannot see it and a sweep does not touch it. Where
  * O_TMPFILE is not supported, every publication makes its temporary. */
+/* A file the runner made for the sandbox becomes its agent's (give). */
+static void give(const sr__relay *r, int fd)
+{
+	if (r->give && fd >= 0)
+		(void)fchown(fd, r->give_uid, r->give_gid);
+}
+
 static void make_spare(sr__relay *r)
 {
 	if (r->spare_fd >= 0 || r->closing || r->no_spare)
@@ -314,6 +325,7 @@ static void make_spare(sr__relay *r)
 	r->spare_fd = openat(r->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (r->spare_fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
 		r->no_spare = 1;
+	give(r, r->spare_fd);
 }
 
 static void drop_spare(sr__relay *r)
@@ -389,6 +401,8 @@ static int publish_in_claim(sr__relay *r, const char *id, const char *text, size
 	/* Only a longer request leaves bytes behind to cut. */
 	if (!e && st.st_size > (off_t)len && ftruncate(fd, (off_t)len) != 0)
 		e = errno;
+	if (!e && st.st_uid != r->give_uid)
+		give(r, fd);
 	if (close(fd) != 0 && !e)
 		e = errno;
 	snprintf(final, sizeof(final), "%s%s", id, SR_RELAY_RES_SUFFIX);
@@ -439,6 +453,7 @@ static int publish_as(sr__relay *r, const char *id, json_t *response, int in_cla
 		return SR_EIO;
 	}
 	fd = openat(r->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	give(r, fd);
 	if (fd < 0) {
 		*why = errno;
 		free(text);
@@ -1433,6 +1448,7 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 		  char *err, size_t errlen)
 {
 	sr__relay *r;
+	int parent;
 
 	*out = NULL;
 	if (sr__mkdirs(o->dir, 0700) != SR_OK) {
@@ -1493,6 +1509,12 @@ int sr__relay_new(sr__ctx *ctx, const sr__relay_opts *o, sr__relay **out,
 	r->spare_fd = -1;
 	r->watch_fd = -1;
 	r->cpu_fd = -1;
+	parent = openat(r->dir_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (parent >= 0) {
+		r->give = sr__owner_to_give(parent, &r->give_uid, &r->give_gid);
+		close(parent);
+	}
+	give(r, r->dir_fd);
 	make_anchor(r);
 	*out = r;
 	return SR_OK;

@@ -34,9 +34,12 @@ ETC_SECRET=
 if [ "$(id -u)" -eq 0 ]; then
 	ETC_SECRET=/etc/.sandrun-hostile-$$
 	LOCAL_SECRET=/usr/local/.sandrun-hostile-$$
+	# ... and one where nothing is hidden: only the agent's user keeps it out
+	USR_SECRET=/usr/lib/.sandrun-hostile-$$
 	(umask 077 && printf 'tok-%s\n' "$CANARY" >"$ETC_SECRET" &&
-		printf 'tok-%s\n' "$CANARY" >"$LOCAL_SECRET")
-	trap 'kill $sleeper $listener 2>/dev/null; rm -f "$ETC_SECRET" "$LOCAL_SECRET"; rm -rf "$T"' EXIT
+		printf 'tok-%s\n' "$CANARY" >"$LOCAL_SECRET" &&
+		printf 'tok-%s\n' "$CANARY" >"$USR_SECRET")
+	trap 'kill $sleeper $listener 2>/dev/null; rm -f "$ETC_SECRET" "$LOCAL_SECRET" "$USR_SECRET"; rm -rf "$T"' EXIT
 fi
 mkdir -p "$T/host"
 echo host-file >"$T/host/file"
@@ -77,6 +80,9 @@ battery() {
 	in_box "$a" 'grep "^CapEff:" /proc/self/status'
 	grep -q 'CapEff:[[:space:]]*0000000000000000' "$T/out" && ok "$who: no capability" ||
 		fail "$who: no capability ($(cat "$T/out"))"
+	in_box "$a" 'id -u'
+	[ -s "$T/out" ] && [ "$(cat "$T/out")" != 0 ] && ok "$who: the agent is not root (uid $(cat "$T/out"))" ||
+		fail "$who: the agent is not root (uid $(cat "$T/out"))"
 	refused "umount /tmp (uncovering the host's)" "$a" 'umount -l /tmp'
 	refused "remount / read-write and write /etc" "$a" \
 		'mount -o remount,bind,rw / && touch /etc/hostile-written'
@@ -110,6 +116,8 @@ battery() {
 		refused "a root-only file in /etc (as the service's tokens would be)" "$a" \
 			"grep -q tok- $ETC_SECRET"
 		refused "a root-only file in /usr/local" "$a" "grep -q tok- $LOCAL_SECRET"
+		grep -q tok- "$USR_SECRET" || fail "$who: (root reads $USR_SECRET outside)"
+		refused "a root-only file where nothing is hidden (/usr/lib)" "$a" "grep -q tok- $USR_SECRET"
 	fi
 	refused "another service's data (/var/lib)" "$a" 'ls /var/lib | grep -q .'
 	# Links and a FIFO where the runner reads and writes, then a park and a

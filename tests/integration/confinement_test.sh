@@ -29,8 +29,22 @@ refused() {
 expect "doctor says sandboxes are confined" 0 "$S" doctor
 grep_in "doctor names bubblewrap" "$T/out" "provider local .*confined by bubblewrap"
 if [ "$(id -u)" -eq 0 ]; then
-	grep_in "doctor, as root: only partly, and why (a warning)" "$T/out" \
-		"^\[warn\] provider local .*partly confined by bubblewrap.*no capability.*files of /etc, /opt and /usr/local others may not read hidden.*run as root, the agent is uid 0"
+	grep_in "doctor, as root: confined, the agents run as nobody with no capability" "$T/out" \
+		"^\[ok  \] provider local .*confined by bubblewrap.*files of /etc, /opt and /usr/local others may not read hidden.*run as root, its agents run as uid $(id -u nobody) gid $(id -g nobody) (agent_user) with no capability"
+	SANDRUN_PROVIDER_LOCAL_AGENT_USER=root expect "doctor, as root with agent_user = root" 0 "$S" doctor
+	grep_in "... only partly, and why (a warning)" "$T/out" \
+		"^\[warn\] provider local .*partly confined by bubblewrap.*no capability.*run as root with agent_user = root, the agent is uid 0"
+	SANDRUN_PROVIDER_LOCAL_AGENT_USER=no-such-user-$$ expect "agent_user: an unknown user is a configuration error" 4 "$S" sandbox create
+	grep_in "... naming the key" "$T/err" "agent_user"
+	SANDRUN_PROVIDER_LOCAL_AGENT_USER=root expect "agent_user = root: a sandbox" 0 "$S" sandbox create
+	r=$(cat "$T/out")
+	SANDRUN_PROVIDER_LOCAL_AGENT_USER=root expect "... whose agent is uid 0" 0 "$S" sandbox exec "$r" -- id -u
+	grep_in "... (uid 0)" "$T/out" "^0$"
+	expect "... given to nobody at its next reconnect" 0 "$S" sandbox reconnect "$r"
+	expect "... whose agent is nobody then" 0 "$S" sandbox exec "$r" -- sh -c 'id -u; touch written && echo wrote'
+	grep_in "... (uid $(id -u nobody)), writing its workspace" "$T/out" "^$(id -u nobody)$"
+	grep_in "... (it writes)" "$T/out" "^wrote$"
+	"$S" sandbox destroy "$r" >/dev/null 2>&1
 fi
 a=$("$S" sandbox create) && b=$("$S" sandbox create) || { fail "two sandboxes"; finish; exit 1; }
 in_box "$a" 'echo private-to-a >secret.txt && echo ok' && ok "a writes its own workspace" ||

@@ -1,6 +1,7 @@
 /* A sandbox on disk: its id, directory and record (ROOT/.records/ID.json,
  * out of the sandbox's reach), the
  * network policy it can have, and small helpers the other files share. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -58,6 +59,72 @@ char *local__find_in_path(const char *name)
 	}
 	free(copy);
 	return found;
+}
+
+void local__give_fd(const local *lp, int fd)
+{
+	if (lp->drop && fd >= 0)
+		(void)fchown(fd, lp->agent_uid, lp->agent_gid);
+}
+
+void local__give_at(const local *lp, int dirfd, const char *name)
+{
+	if (lp->drop)
+		(void)fchownat(dirfd, name, lp->agent_uid, lp->agent_gid, AT_SYMLINK_NOFOLLOW);
+}
+
+/* Below dirfd (on device dev): each entry given, each directory walked,
+ * at most depth levels further. */
+static int give_below(const local *lp, int dirfd, dev_t dev, int depth)
+{
+	int fd = dup(dirfd), rc = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	struct stat st;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		int sub;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev)
+			continue;
+		local__give_at(lp, dirfd, e->d_name);
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		if (depth <= 0) {
+			rc = -1;
+			continue;
+		}
+		sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0) {
+			if (give_below(lp, sub, dev, depth - 1) != 0)
+				rc = -1;
+			close(sub);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int local__give_tree(const local *lp, const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc;
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	local__give_fd(lp, fd);
+	rc = give_below(lp, fd, st.st_dev, 64);
+	close(fd);
+	return rc;
 }
 
 /* Whether execvp would find name with the PATH of envp, from cwd: under

@@ -195,20 +195,55 @@ static char *const *hidden_paths(local *lp)
 	return lp->hidden;
 }
 
+/* Under drop, the directories bubblewrap makes on the way to a path it
+ * binds are its own (root's, mode 0700): each ancestor of path made first
+ * with mode 0755 instead (where it exists already, nothing changes), so
+ * that the agent's user reaches what is bound. The names are copied to
+ * *arena. Returns how many arguments. */
+static size_t reachable(const char *path, const char **argv, char **arena)
+{
+	size_t n = 0, depth = 0;
+
+	for (const char *c = strchr(path + 1, '/'); c && depth < LOCAL_PATH_DEPTH;
+	     c = strchr(c + 1, '/'), depth++) {
+		size_t len = (size_t)(c - path);
+		memcpy(*arena, path, len);
+		(*arena)[len] = 0;
+		argv[n++] = "--perms";
+		argv[n++] = "0755";
+		argv[n++] = "--dir";
+		argv[n++] = *arena;
+		*arena += len + 1;
+	}
+	return n;
+}
+
+/* The room reachable needs for path's ancestors' names. */
+static size_t reachable_room(const char *path)
+{
+	size_t room = 0, depth = 0;
+
+	for (const char *c = strchr(path + 1, '/'); c && depth < LOCAL_PATH_DEPTH;
+	     c = strchr(c + 1, '/'), depth++)
+		room += (size_t)(c - path) + 1;
+	return room;
+}
+
 /* bubblewrap's arguments for a confined process, into argv (room for
- * LOCAL_CONFINE_ROOM + 3 * n_paths); returns how many. The system is visible read-only; /tmp,
+ * LOCAL_CONFINE_ROOM + LOCAL_PATH_ROOM * n_paths); returns how many, and
+ * in *mem what the caller frees once the process is spawned. The system is visible read-only; /tmp,
  * /var/tmp, /run (host sockets), /home and /root, the runner's state
  * directory (sessions, relay journals, plugin records) and the sandboxes'
  * root are each replaced by an empty tmpfs; then the host paths the
  * process needs are bound back read-only and its own sandbox read-write.
  * Own mount, pid, ipc and uts namespaces (and network, for 'off'), and,
- * under a root runner, no capability; it dies with the runner, and with
+ * under a root runner, no capability and agent_user's uid; it dies with the runner, and with
  * its pid namespace every process in it.
  * Killing the process group (SR_PROC_GROUP) also catches a child that
  * bwrap started but had not yet tied to its own death. */
 size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 			   int net_off, const char *const *paths, size_t n_paths,
-			   const char **argv)
+			   const char **argv, char **mem)
 {
 	static const char *const fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev",
 					     "--proc", "/proc", "--ro-bind", "/proc/sys",
@@ -232,8 +267,20 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 	static const char *const spaces[] = { "--unshare-pid", "--unshare-ipc",
 					      "--unshare-uts", "--die-with-parent", NULL };
 	const char *state = lp->host->state_dir(lp->host);
-	size_t n = 0;
+	size_t n = 0, room = 0;
+	char *arena = NULL;
 
+	*mem = NULL;
+	if (lp->drop) {
+		room = reachable_room(dir);
+		for (size_t i = 0; i < n_paths; i++)
+			if (paths[i] && paths[i][0] == '/')
+				room += reachable_room(paths[i]);
+		/* Without the room, the agent may not reach what is bound:
+		 * it fails then, saying so (permission denied). */
+		if ((*mem = arena = malloc(room + 1)) == NULL)
+			room = 0;
+	}
 	argv[n++] = lp->bwrap;
 	for (const char *const *a = fixed; *a; a++)
 		argv[n++] = *a;
@@ -254,7 +301,16 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 			argv[n++] = "--tmpfs";
 			argv[n++] = *h;
 		}
+	/* Before the state directory and the sandboxes' root are hidden
+	 * (each a tmpfs made where the ancestors now are). */
+	if (arena)
+		n += reachable(dir, argv + n, &arena);
 	for (char *const *h = hidden_paths(lp); h && *h; h++) {
+		struct stat st;
+		/* Found earlier; bwrap cannot make a mount point on the
+		 * read-only host for one removed since. */
+		if (lstat(*h + 1, &st) != 0)
+			continue;
 		if (**h == 'd') {
 			argv[n++] = "--tmpfs";
 		} else {
@@ -271,6 +327,8 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 	argv[n++] = lp->root;
 	for (size_t i = 0; i < n_paths; i++)
 		if (paths[i] && paths[i][0] == '/' && access(paths[i], F_OK) == 0) {
+			if (arena)
+				n += reachable(paths[i], argv + n, &arena);
 			argv[n++] = "--ro-bind";
 			argv[n++] = paths[i];
 			argv[n++] = paths[i];
@@ -281,22 +339,52 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 	for (const char *const *a = spaces; *a; a++)
 		argv[n++] = *a;
 	/* A root runner's sandbox keeps no capability: with them the agent
-	 * could lift the masks (umount /tmp, /proc) and remount / read-write. */
+	 * could lift the masks (umount /tmp, /proc) and remount / read-write.
+	 * Its agent runs as agent_user: setpriv, with only what it needs to
+	 * change user, drops to it and leaves no capability, even in the
+	 * bounding set, and no way to gain one (no_new_privs: no setuid). */
 	if (geteuid() == 0) {
 		argv[n++] = "--cap-drop";
 		argv[n++] = "ALL";
 	}
+	if (lp->drop) {
+		static const char *const caps[] = { "--cap-add", "CAP_SETUID", "--cap-add",
+						    "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+						    NULL };
+		for (const char *const *a = caps; *a; a++)
+			argv[n++] = *a;
+	}
 	if (net_off)
 		argv[n++] = "--unshare-net";
-	argv[n++] = "--chdir";
-	argv[n++] = cwd;
+	/* bwrap changes directory after dropping its capabilities, and as
+	 * root without them cannot enter the agent's directories: the shell
+	 * does it then, as the agent's user. */
+	if (!lp->drop) {
+		argv[n++] = "--chdir";
+		argv[n++] = cwd;
+	}
+	argv[n++] = "--";
+	if (lp->drop) {
+		static const char *const drop[] = { "--clear-groups", "--inh-caps=-all",
+						    "--bounding-set=-all", "--no-new-privs",
+						    "--", NULL };
+		argv[n++] = lp->setpriv;
+		argv[n++] = lp->reuid;
+		argv[n++] = lp->regid;
+		for (const char *const *a = drop; *a; a++)
+			argv[n++] = *a;
+	}
 	/* bwrap exits 1 when it cannot run the program; a shell's exec gives
 	 * the usual 127 (not found) and 126 (not executable). */
-	argv[n++] = "--";
 	argv[n++] = "/bin/sh";
 	argv[n++] = "-c";
-	argv[n++] = "exec \"$@\"";
-	argv[n++] = "sh";
+	if (lp->drop) {
+		argv[n++] = "cd \"$0\" || exit 1; exec \"$@\"";
+		argv[n++] = cwd;
+	} else {
+		argv[n++] = "exec \"$@\"";
+		argv[n++] = "sh";
+	}
 	return n;
 }
 
@@ -311,7 +399,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 	const char **argv = NULL;
 	size_t argc = 0, pre = 0, n_paths = 0;
 	json_t *meta;
-	char **envp = NULL;
+	char **envp = NULL, *mem = NULL;
 	channel *c = NULL;
 	int off, rc;
 
@@ -340,7 +428,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 		argc++;
 	if (spec->size >= SR_TABLE_HAS(sr_exec_spec, n_host_paths))
 		n_paths = spec->n_host_paths;
-	argv = calloc(argc + LOCAL_CONFINE_ROOM + 3 * n_paths, sizeof(*argv));
+	argv = calloc(argc + LOCAL_CONFINE_ROOM + LOCAL_PATH_ROOM * n_paths, sizeof(*argv));
 	envp = build_env(lp, id, meta, spec);
 	c = calloc(1, sizeof(*c));
 	rc = SR_ENOMEM;
@@ -348,7 +436,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 		goto out;
 	if (!lp->unconfined) {
 		pre = local__confine_args(lp, dir, spec->cwd ? spec->cwd : ws, off,
-				   n_paths ? spec->host_paths : NULL, n_paths, argv);
+				   n_paths ? spec->host_paths : NULL, n_paths, argv, &mem);
 	} else if (off && !local__program_exists(spec->argv[0], envp, spec->cwd ? spec->cwd : ws)) {
 		rc = SR_ENOTFOUND;
 		goto out;
@@ -379,6 +467,7 @@ int local__exec(void *self, uint64_t req, const char *id,
 out:
 	free(c);
 	free(argv);
+	free(mem);
 	local__free_strv(envp);
 	json_decref(meta);
 	return rc;

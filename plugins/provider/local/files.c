@@ -155,6 +155,13 @@ static int do_create(fop *f)
 			return SR_EIO;
 		}
 	}
+	/* Under a root runner, the agent's user owns the tree; ROOT (0700,
+	 * the runner's) keeps every other user out. */
+	if (f->lp->drop && local__give_tree(f->lp, dir) != 0) {
+		snprintf(f->message, sizeof(f->message), "local: cannot give %s to uid %u: %s",
+			 dir, (unsigned)f->lp->agent_uid, strerror(errno));
+		return SR_EIO;
+	}
 	meta = json_pack("{s:s, s:s, s:s, s:I, s:O, s:O}", "id", f->id,
 			 "state", "running", "network", local__net_name(f->net_mode),
 			 "created", (json_int_t)time(NULL), "env", f->meta_env,
@@ -186,6 +193,22 @@ static int set_state(fop *f, const char *state)
 		snprintf(f->message, sizeof(f->message),
 			 "local: sandbox '%s': cannot write its record", f->id);
 	return rc;
+}
+
+/* A sandbox made while its agents ran as the runner's user (root) is
+ * given to agent_user once, at its first reconnect since. */
+static int reconnect(fop *f)
+{
+	char dir[4096];
+	struct stat st;
+
+	local__sandbox_dir(f->lp, f->id, dir, sizeof(dir));
+	if (f->lp->drop && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid != f->lp->agent_uid && local__give_tree(f->lp, dir) != 0)
+		snprintf(f->message, sizeof(f->message), "local: %s: not all of it could be "
+			 "given to uid %u (%s); its agent may not write there", dir,
+			 (unsigned)f->lp->agent_uid, strerror(errno));
+	return set_state(f, "running");
 }
 
 static int do_destroy(fop *f)
@@ -250,6 +273,7 @@ static int do_put(fop *f, int sfd)
 	}
 	if (rc == SR_OK && f->mode)
 		fchmod(fd, f->mode);
+	local__give_fd(f->lp, fd);
 	close(fd);
 	if (rc == SR_OK && renameat(dfd, tmp, dfd, base) != 0)
 		rc = local__errno_status(errno);
@@ -414,6 +438,8 @@ static int do_mkdir(fop *f, int sfd)
 		snprintf(f->message, sizeof(f->message),
 			 "local: cannot create directory %s: %s", f->path,
 			 strerror(errno));
+	} else {
+		local__give_at(f->lp, dfd, base);
 	}
 	close(dfd);
 	return rc;
@@ -489,7 +515,7 @@ static int fop_run(void *ud)
 	case FOP_CREATE:
 		return do_create(f);
 	case FOP_RECONNECT:
-		return set_state(f, "running");
+		return reconnect(f);
 	case FOP_PARK:
 		/* Stopped, its mounts' daemons would be all that still runs. */
 		if (f->mode == SR_PARK_STOPPED) {
@@ -544,6 +570,9 @@ static void fop_done(void *ud, int status)
 	if (status != SR_OK) {
 		r.message = f->message[0] ? f->message : f->lp->host->strerror(status);
 	} else if (f->kind == FOP_CREATE || f->kind == FOP_RECONNECT) {
+		/* A warning from the thread pool, logged here on the loop. */
+		if (f->message[0])
+			f->lp->host->log(f->lp->host, SR_LOG_WARN, "%s", f->message);
 		r.json = json = local__result_json(f->lp, f->id);
 	} else if (f->kind == FOP_GET) {
 		r.data = f->data;

@@ -19,6 +19,7 @@
  * so neither ".." nor a symlink can reach outside it.
  */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,15 +173,26 @@ static void probe_exit(void *ud, int status, int sig)
 			 "sandboxes in %s; confinement = none: they run unconfined, as the runner's "
 			 "user with a view of the whole host; bubblewrap %s isolates network 'off'",
 			 p->lp->root, p->lp->bwrap);
+	else if (status == 0 && sig == 0 && geteuid() == 0 && p->lp->drop)
+		snprintf(detail, sizeof(detail),
+			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
+			 "namespaces; the host and /proc/sys read-only; /var, /home, /root, /srv, "
+			 "/mnt, /media, /boot, /run, /tmp and the files of /etc, /opt and /usr/local "
+			 "others may not read hidden; network 'off' isolated); run as root, its agents "
+			 "run as uid %u gid %u (agent_user) with no capability",
+			 p->lp->root, p->lp->bwrap, (unsigned)p->lp->agent_uid,
+			 (unsigned)p->lp->agent_gid);
 	else if (status == 0 && sig == 0 && geteuid() == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; partly confined by bubblewrap %s: own mount, pid, ipc and "
 			 "uts namespaces, no capability, the host and /proc/sys read-only, network "
 			 "'off' isolated; "
 			 "/var, /home, /root, /srv, /mnt, /media, /boot, /run, /tmp and the files of "
-			 "/etc, /opt and /usr/local others may not read hidden; but run as root, the "
-			 "agent is uid 0 and reads the files only root may read anywhere else (run "
-			 "sandrun as an unprivileged user)", p->lp->root, p->lp->bwrap);
+			 "/etc, /opt and /usr/local others may not read hidden; but run as root with "
+			 "%s, the agent is uid 0 and reads the files only root may read anywhere "
+			 "else (set [provider.local] agent_user, or run sandrun as an unprivileged "
+			 "user)", p->lp->root, p->lp->bwrap,
+			 p->lp->agent_root ? "agent_user = root" : "no setpriv (util-linux)");
 	else if (status == 0 && sig == 0)
 		snprintf(detail, sizeof(detail),
 			 "sandboxes in %s; confined by bubblewrap %s (own mount, pid, ipc and uts "
@@ -193,7 +205,8 @@ static void probe_exit(void *ud, int status, int sig)
 			 "sandboxes in %s; bubblewrap %s cannot create its namespaces (exit %d): %s",
 			 p->lp->root, p->lp->bwrap, status, p->err);
 	j = json_pack("{s:b, s:s, s:b}", "ok", status == 0 && sig == 0, "detail", detail, "warn",
-		      status == 0 && sig == 0 && !p->lp->unconfined && geteuid() == 0);
+		      status == 0 && sig == 0 && !p->lp->unconfined && geteuid() == 0 &&
+			      !p->lp->drop);
 	s = json_dumps(j, JSON_COMPACT);
 	local__done_status(p->done, p->ud, SR_OK, NULL, s);
 	free(s);
@@ -210,7 +223,7 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 	const char *argv[LOCAL_CONFINE_ROOM];
 	sr_proc_spec ps = { sizeof(ps), argv, NULL, NULL, 0 };
 	sr_proc_callbacks cb = { sizeof(cb), NULL, probe_stderr, probe_exit };
-	char detail[600];
+	char detail[600], *mem = NULL;
 	sr_proc *proc;
 	probe *p;
 	json_t *j;
@@ -235,17 +248,21 @@ static int l_doctor(void *self, sr_done_fn done, void *ud)
 			memcpy(argv, argv_tmpl, sizeof(argv_tmpl));
 			argv[0] = lp->bwrap;
 		} else {
-			size_t n = local__confine_args(lp, lp->root, "/", 1, NULL, 0, argv);
+			size_t n = local__confine_args(lp, lp->root, "/", 1, NULL, 0, argv, &mem);
 			argv[n++] = "true";
 			argv[n] = NULL;
 		}
-		if (!(p = calloc(1, sizeof(*p))))
+		if (!(p = calloc(1, sizeof(*p)))) {
+			free(mem);
 			return SR_ENOMEM;
+		}
 		p->lp = lp;
 		p->done = done;
 		p->ud = ud;
+		rc = lp->host->proc_spawn(lp->host, &ps, &cb, p, &proc);
+		free(mem);
 		/* Spawned, p belongs to the callbacks: probe_exit frees it. */
-		if (lp->host->proc_spawn(lp->host, &ps, &cb, p, &proc) == SR_OK)
+		if (rc == SR_OK)
 			// cppcheck-suppress memleak
 			return SR_OK;
 		free(p);
@@ -293,9 +310,59 @@ static void l_fini(void *self)
 	free(lp->root);
 	free(lp->locality);
 	free(lp->bwrap);
+	free(lp->setpriv);
 	local__free_strv(lp->env_allow);
 	local__free_strv(lp->hidden);
 	free(lp);
+}
+
+/* agent_user: who a root runner's agents run as. "auto" (the default):
+ * nobody; "root" keeps uid 0 (partly confined, as doctor says). Only a
+ * confined root runner changes user; another runner's agents are its own
+ * user. SR_OK, or the config error. */
+static int agent_user(local *lp, const char *user)
+{
+	const sr_host *host = lp->host;
+	const struct passwd *pw;
+	char *end;
+
+	if (user && strcmp(user, "auto") != 0 && geteuid() != 0)
+		return host->config_invalid(host, "agent_user", "'auto' when sandrun does not run "
+					    "as root (its agents run as its own user)");
+	if (user && (strcmp(user, "root") == 0 || strcmp(user, "0") == 0))
+		lp->agent_root = 1;
+	if (geteuid() != 0 || lp->unconfined || lp->agent_root)
+		return SR_OK;
+	if (!user || strcmp(user, "auto") == 0)
+		user = "nobody";
+	errno = 0;
+	pw = getpwnam(user);
+	if (pw) {
+		lp->agent_uid = pw->pw_uid;
+		lp->agent_gid = pw->pw_gid;
+	} else {
+		unsigned long id = strtoul(user, &end, 10);
+		if (!*user || *end || id == 0 || id >= 0xffffffffUL)
+			return host->config_invalid(host, "agent_user", "a user name this host knows, "
+						    "a uid other than 0, 'root' or 'auto'");
+		lp->agent_uid = (uid_t)id;
+		lp->agent_gid = (gid_t)id;
+	}
+	if (lp->agent_uid == 0) {
+		lp->agent_root = 1;
+		return SR_OK;
+	}
+	if (!lp->bwrap)
+		return SR_OK; /* refused at create, as every confined sandbox is */
+	if (!(lp->setpriv = local__find_in_path("setpriv"))) {
+		host->log(host, SR_LOG_WARN, "local: setpriv (util-linux) is not installed: a root "
+			  "runner's agents run as uid 0");
+		return SR_OK;
+	}
+	snprintf(lp->reuid, sizeof(lp->reuid), "--reuid=%u", (unsigned)lp->agent_uid);
+	snprintf(lp->regid, sizeof(lp->regid), "--regid=%u", (unsigned)lp->agent_gid);
+	lp->drop = 1;
+	return SR_OK;
 }
 
 static int l_init(const sr_host *host, void **self)
@@ -306,6 +373,7 @@ static int l_init(const sr_host *host, void **self)
 	const char *allow = host->config_get(host, "env_allow");
 	const char *confine = host->config_get(host, "confinement");
 	const char *pdir;
+	int rc;
 
 	if (!lp)
 		return SR_ENOMEM;
@@ -344,6 +412,10 @@ static int l_init(const sr_host *host, void **self)
 	} else if (confine && strcmp(confine, "bwrap") != 0) {
 		l_fini(lp);
 		return host->config_invalid(host, "confinement", "'bwrap' or 'none'");
+	}
+	if ((rc = agent_user(lp, host->config_get(host, "agent_user"))) != SR_OK) {
+		l_fini(lp);
+		return rc;
 	}
 	if (allow && !(lp->env_allow = split_names(allow))) {
 		l_fini(lp);
@@ -385,7 +457,7 @@ static const sr_provider_ops local_ops = {
 };
 
 static const char *const local_keys[] = { "root", "bwrap", "env_allow", "confinement",
-					  NULL };
+					  "agent_user", NULL };
 
 static const sr_plugin_descriptor local_descriptor = {
 	.abi_major = SR_ABI_MAJOR,

@@ -32,6 +32,14 @@ typedef struct local {
 	char *locality;    /* "HOST:ROOT", made at the first ops->locality */
 	char *bwrap;       /* path of bwrap, or NULL */
 	int unconfined;    /* [provider.local] confinement = none */
+	/* A root runner's agents run as another user (agent_user): setpriv,
+	 * inside bubblewrap, drops to it; the sandbox's files are its. */
+	int drop;
+	uid_t agent_uid;
+	gid_t agent_gid;
+	char *setpriv;     /* path of setpriv, when drop */
+	char reuid[32], regid[32]; /* its arguments */
+	int agent_root;    /* agent_user = root: the operator keeps uid 0 */
 	char **env_allow;  /* extra names from the config */
 	char **hidden;     /* host paths no sandbox sees (exec.c), found once;
 			    * a trailing '/' marks a directory */
@@ -82,6 +90,13 @@ int local__complete_now(const local *lp, sr_done_fn done, void *ud, int status,
 char *local__find_in_path(const char *name);
 int local__program_exists(const char *name, char *const *envp, const char *cwd);
 int local__mkdir_p(const char *path, mode_t mode);
+/* What the runner makes in a sandbox is the agent's (drop): fd's file, or
+ * name in dirfd (never through a link). Best effort. */
+void local__give_fd(const local *lp, int fd);
+void local__give_at(const local *lp, int dirfd, const char *name);
+/* A sandbox made before its agents ran as agent_user: its whole tree
+ * given to that user, without following a link or crossing a mount. */
+int local__give_tree(const local *lp, const char *dir);
 /* A child's stderr kept for a message: data appended to buf (cap bytes,
  * NUL-terminated, *len used) while there is room. */
 void local__text_append(char *buf, size_t cap, size_t *len, const void *data, size_t n);
@@ -136,10 +151,13 @@ void local__free_strv(char **v);
  * from every sandbox, and
  * the room local__confine_args needs besides its paths. */
 #define LOCAL_HIDDEN_MAX 128
-#define LOCAL_CONFINE_ROOM (80 + 3 * LOCAL_HIDDEN_MAX)
+#define LOCAL_PATH_DEPTH 24
+#define LOCAL_CONFINE_ROOM (100 + 3 * LOCAL_HIDDEN_MAX + 4 * LOCAL_PATH_DEPTH)
+/* ... and for each path it binds */
+#define LOCAL_PATH_ROOM (3 + 4 * LOCAL_PATH_DEPTH)
 size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 			   int net_off, const char *const *paths, size_t n_paths,
-			   const char **argv);
+			   const char **argv, char **mem);
 int local__exec(void *self, uint64_t req, const char *id,
 		  const sr_exec_spec *spec, const sr_channel_callbacks *cbs,
 		  void *ud);

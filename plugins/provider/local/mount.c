@@ -291,7 +291,9 @@ static int prepare_point(mop *m)
 		return SR_ENOMEM;
 	}
 	for (comp = strtok_r(copy, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
-		if (mkdirat(fd, comp, 0755) != 0 && errno != EEXIST)
+		if (mkdirat(fd, comp, 0755) == 0)
+			local__give_at(m->lp, fd, comp);
+		else if (errno != EEXIST)
 			break;
 		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		close(fd);
@@ -555,7 +557,22 @@ int local__mount(void *self, uint64_t req, const char *id, const sr_mount_spec *
 		mop_free(m);
 		return SR_EPERM;
 	}
-	m->argv = copy_strv(spec->argv, 0);
+	m->argv = copy_strv(spec->argv, 2);
+	/* The agent runs as agent_user: the mount is its, and open to it (a
+	 * FUSE mount is its mounter's user's alone otherwise), in libfuse's
+	 * -o, last (s3fs takes options after the mount point). */
+	if (m->argv && lp->drop) {
+		size_t n = 0;
+		char opt[96];
+		while (m->argv[n])
+			n++;
+		snprintf(opt, sizeof(opt), "allow_other,uid=%u,gid=%u", (unsigned)lp->agent_uid,
+			 (unsigned)lp->agent_gid);
+		if (!(m->argv[n] = strdup("-o")) || !(m->argv[n + 1] = strdup(opt))) {
+			local__free_strv(m->argv);
+			m->argv = NULL;
+		}
+	}
 	m->envp = copy_strv(base_env, spec->size >= SR_TABLE_HAS(sr_mount_spec, n_env) ?
 				      spec->n_env : 0);
 	if (m->envp && spec->size >= SR_TABLE_HAS(sr_mount_spec, n_env))
