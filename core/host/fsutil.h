@@ -14,6 +14,12 @@ int sr__mkdirs(const char *path, unsigned mode);
  * the runner is not root or the directory is root's. */
 int sr__owner_to_give(int dirfd, unsigned *uid, unsigned *gid);
 
+/* sr_host.open_beneath (see sandrun/plugin.h): path opened beneath dirfd,
+ * never outside it; how: 0 (no link at all) or SR_BENEATH_LINKS_INSIDE.
+ * sr__open_by_components is the walk used where openat2 is missing. */
+int sr__open_beneath(int dirfd, const char *path, int flags, unsigned mode, unsigned how);
+int sr__open_by_components(int dirfd, const char *path, int flags, unsigned mode);
+
 /* The machine an ELF executable is built for, as uname -m names it
  * ("x86_64", "aarch64", ...), or NULL when path is no ELF file or names
  * a machine not listed here. *is_static: 1 for a 64-bit little-endian

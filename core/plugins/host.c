@@ -59,6 +59,13 @@ static void h_secret_release(const sr_host *h, const char *value)
 	sr__secret_release(value);
 }
 
+static int h_open_beneath(const sr_host *h, int dirfd, const char *path, int flags,
+			  unsigned mode, unsigned how)
+{
+	(void)h;
+	return sr__open_beneath(dirfd, path, flags, mode, how);
+}
+
 static const char *h_config_get(const sr_host *h, const char *key)
 {
 	sr__host_priv *p = priv(h);
@@ -510,6 +517,7 @@ sr__host_priv *sr__host_new(sr__ctx *ctx, sr__plugin *p)
 	h->pub.kv_cas = h_kv_cas;
 	h->pub.secret_hold = h_secret_hold;
 	h->pub.secret_release = h_secret_release;
+	h->pub.open_beneath = h_open_beneath;
 	return h;
 }
 

@@ -271,29 +271,34 @@ int sr__run_new_relay(sr__run *r, const char *dir, const char *journal)
 }
 
 /* Write text to path, in a directory the sandbox writes: through a new
- * file renamed over it, neither a link at path nor one at the temporary
- * name is followed (a link there would have the runner write a host file).
- * It is the directory's owner's (the agent's user, under a root runner). */
+ * file, opened beneath the directory (sr__open_beneath: a link at the
+ * temporary name is not followed, it would have the runner write a host
+ * file), renamed over path in that directory. It is the directory's
+ * owner's (the agent's user, under a root runner). */
 static int write_in_sandbox(const char *path, const char *text)
 {
-	char tmp[4300], dir[4300];
+	char tmp[300], dir[4300];
+	const char *base = strrchr(path, '/');
 	size_t len = strlen(text), off = 0;
 	unsigned uid, gid;
 	int fd, dfd, rc = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-	(void)unlink(tmp); /* a link or a leftover: removed, never followed */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (!base || !base[1] || strlen(base) > 200)
 		return -1;
-	snprintf(dir, sizeof(dir), "%s", path);
-	if (strrchr(dir, '/'))
-		*strrchr(dir, '/') = 0;
-	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0 && sr__owner_to_give(dfd, &uid, &gid))
-		(void)fchown(fd, uid, gid);
-	if (dfd >= 0)
+	snprintf(dir, sizeof(dir), "%.*s", (int)(base - path), path);
+	base++;
+	snprintf(tmp, sizeof(tmp), ".%s.%ld.tmp", base, (long)getpid());
+	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	(void)unlinkat(dfd, tmp, 0); /* a link or a leftover: removed, never followed */
+	fd = sr__open_beneath(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, 0);
+	if (fd < 0) {
 		close(dfd);
+		return -1;
+	}
+	if (sr__owner_to_give(dfd, &uid, &gid))
+		(void)fchown(fd, uid, gid);
 	while (off < len) {
 		ssize_t n = write(fd, text + off, len - off);
 		if (n < 0 && errno == EINTR)
@@ -306,10 +311,11 @@ static int write_in_sandbox(const char *path, const char *text)
 	}
 	if (close(fd) != 0)
 		rc = -1;
-	if (rc == 0 && rename(tmp, path) != 0)
+	if (rc == 0 && renameat(dfd, tmp, dfd, base) != 0)
 		rc = -1;
 	if (rc != 0)
-		(void)unlink(tmp);
+		(void)unlinkat(dfd, tmp, 0);
+	close(dfd);
 	return rc;
 }
 

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define SR_ABI_MAJOR 2
-#define SR_ABI_MINOR 5
+#define SR_ABI_MINOR 6
 
 #define SR_PLUGIN_ENTRY_SYMBOL "sandrun_plugin_entry"
 
@@ -295,7 +295,23 @@ struct sr_host {
 	 * need neither: the core holds them while the run lives. */
 	void (*secret_hold)(const sr_host *h, const char *value);
 	void (*secret_release)(const sr_host *h, const char *value);
+	/* 2.6: open path beneath the directory open at dirfd, never outside
+	 * it: no "..", no absolute path, no magic link, and, unless
+	 * SR_BENEATH_LINKS_INSIDE, no symbolic link on the way or at the
+	 * end (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS; where
+	 * openat2 is missing, one component at a time with O_NOFOLLOW, which
+	 * refuses every link). flags and mode as for openat; O_CLOEXEC is
+	 * added. A descriptor, or -1 with errno: EXDEV when the path leads
+	 * out or through a link. What a runner opens under a sandbox (the
+	 * sandbox writes there) it opens this way. Blocks: call it from
+	 * host->work; safe from any thread. */
+	int (*open_beneath)(const sr_host *h, int dirfd, const char *path, int flags,
+			    unsigned mode, unsigned how);
 };
+
+/* sr_host.open_beneath: links that stay beneath the directory are
+ * followed (a link in an agent's workspace to another of its files). */
+#define SR_BENEATH_LINKS_INSIDE 1u
 
 /* ---------------------------------------------------- provider plugins */
 

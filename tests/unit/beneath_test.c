@@ -1,7 +1,8 @@
-/* The local provider's path resolution below a sandbox's directory
- * (plugins/provider/local/beneath.c): openat2 with RESOLVE_BENEATH, and
- * the component walk used where openat2 is missing. Both must refuse
- * every way out. */
+/* Opening below a sandbox's directory (core/host/fsutil.c, which the
+ * core uses and plugins get as host->open_beneath): openat2 with
+ * RESOLVE_BENEATH, and the component walk used where openat2 is missing.
+ * Both must refuse every way out; neither follows a link unless asked to
+ * follow those that stay beneath. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -9,9 +10,19 @@
 #include <sys/syscall.h>
 
 #include "harness.h"
-#include "plugins/provider/local/local.h"
+#include "core/host/fsutil.h"
 
-typedef int (*open_fn)(int, const char *, int, mode_t);
+typedef int (*open_fn)(int, const char *, int, unsigned);
+
+static int strict(int dirfd, const char *path, int flags, unsigned mode)
+{
+	return sr__open_beneath(dirfd, path, flags, mode, 0);
+}
+
+static int links_inside(int dirfd, const char *path, int flags, unsigned mode)
+{
+	return sr__open_beneath(dirfd, path, flags, mode, SR_BENEATH_LINKS_INSIDE);
+}
 
 static char *dir;
 static int dfd;
@@ -79,21 +90,24 @@ static int have_openat2(void)
 	return fd >= 0 || errno != ENOSYS;
 }
 
-Test(beneath, openat2_stays_below_the_directory)
+Test(beneath, openat2_stays_below_the_directory_and_follows_no_link)
 {
-	both_refuse_every_way_out(local__open_beneath);
-	/* A symlink that stays inside: fine with openat2; refused where the
-	 * walk stands in for it. */
+	both_refuse_every_way_out(strict);
+	refuses(strict, "sub/to-inside");
+	opens(links_inside, "sub/inside.txt");
+	refuses(links_inside, "sub/to-etc/hostname");
+	refuses(links_inside, "../etc/hostname");
+	/* Asked to, a link that stays beneath is followed where openat2 is. */
 	if (have_openat2())
-		opens(local__open_beneath, "sub/to-inside");
+		opens(links_inside, "sub/to-inside");
 	else
-		refuses(local__open_beneath, "sub/to-inside");
+		refuses(links_inside, "sub/to-inside");
 }
 
 Test(beneath, the_component_walk_stays_below_the_directory_and_follows_no_link)
 {
-	both_refuse_every_way_out(local__open_by_components);
-	refuses(local__open_by_components, "sub/to-inside");
+	both_refuse_every_way_out(sr__open_by_components);
+	refuses(sr__open_by_components, "sub/to-inside");
 }
 
 Test(beneath, files_are_created_below_with_their_mode)
@@ -103,17 +117,17 @@ Test(beneath, files_are_created_below_with_their_mode)
 	int fd;
 
 	umask(022);
-	fd = local__open_beneath(dfd, "sub/new.txt", O_WRONLY | O_CREAT | O_EXCL, 0640);
+	fd = strict(dfd, "sub/new.txt", O_WRONLY | O_CREAT | O_EXCL, 0640);
 
 	cr_assert_geq(fd, 0, "%s", strerror(errno));
 	close(fd);
 	snprintf(path, sizeof(path), "%s/sub/new.txt", dir);
 	cr_assert_eq(stat(path, &st), 0);
 	cr_assert_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
-	fd = local__open_by_components(dfd, "sub/walked.txt", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	fd = sr__open_by_components(dfd, "sub/walked.txt", O_WRONLY | O_CREAT | O_EXCL, 0600);
 	cr_assert_geq(fd, 0, "%s", strerror(errno));
 	close(fd);
-	cr_assert_lt(local__open_beneath(dfd, "../escaped.txt", O_WRONLY | O_CREAT, 0600), 0);
+	cr_assert_lt(strict(dfd, "../escaped.txt", O_WRONLY | O_CREAT, 0600), 0);
 	snprintf(path, sizeof(path), "%s/../escaped.txt", dir);
 	cr_assert_neq(access(path, F_OK), 0, "a file was created outside");
 }

@@ -1,5 +1,5 @@
 /* File operations and sandbox records, on the host's thread pool: every
- * path is resolved below the sandbox's directory (beneath.c). */
+ * path is resolved below the sandbox's directory (host->open_beneath). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -86,7 +86,7 @@ static int open_parent(fop *f, int sfd, const char *path, char *rel,
 	}
 	if (slash) {
 		*slash = 0;
-		fd = local__open_beneath(sfd, rel, O_RDONLY | O_DIRECTORY, 0);
+		fd = f->lp->host->open_beneath(f->lp->host, sfd, rel, O_RDONLY | O_DIRECTORY, 0, 0);
 		*slash = '/';
 	} else {
 		fd = dup(sfd);
@@ -297,7 +297,7 @@ static int do_get(fop *f, int sfd)
 	rc = relative_path(f, f->path, rel, sizeof(rel));
 	if (rc != SR_OK)
 		return rc;
-	fd = local__open_beneath(sfd, rel, O_RDONLY | O_NOFOLLOW, 0);
+	fd = f->lp->host->open_beneath(f->lp->host, sfd, rel, O_RDONLY, 0, 0);
 	if (fd < 0) {
 		rc = local__errno_status(errno);
 		snprintf(f->message, sizeof(f->message), "local: cannot read %s: %s",
@@ -346,7 +346,7 @@ static int do_list(fop *f, int sfd)
 	rc = relative_path(f, f->path, rel, sizeof(rel));
 	if (rc != SR_OK)
 		return rc;
-	fd = local__open_beneath(sfd, rel, O_RDONLY | O_DIRECTORY, 0);
+	fd = f->lp->host->open_beneath(f->lp->host, sfd, rel, O_RDONLY | O_DIRECTORY, 0, 0);
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		rc = local__errno_status(errno);
 		snprintf(f->message, sizeof(f->message), "local: cannot list %s: %s",

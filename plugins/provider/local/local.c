@@ -15,7 +15,7 @@
  * cannot be hidden from a local sandbox: the capabilities say so.
  *
  * Everything that touches the file system runs on the host's thread pool
- * (files.c); paths are resolved below the sandbox's directory (beneath.c),
+ * (files.c); paths are resolved below the sandbox's directory (host->open_beneath),
  * so neither ".." nor a symlink can reach outside it.
  */
 #include <errno.h>

@@ -1,7 +1,8 @@
 /* The local provider's insides, shared by its files: local.c (the
  * lifecycle, doctor and init), box.c (a sandbox's directory and record),
  * files.c (file operations on the thread pool), exec.c (processes,
- * confinement), beneath.c (paths resolved below a directory). */
+ * confinement), mount.c (FUSE mounts). Paths below a sandbox's directory
+ * are opened with the host's open_beneath. */
 #ifndef SR_LOCAL_H
 #define SR_LOCAL_H
 
@@ -75,11 +76,6 @@ typedef struct fop {
 	"(apt-get install bubblewrap); [provider.local] confinement = none runs them " \
 	"unconfined, as the runner's user with a view of the whole host"
 
-/* beneath.c: open path below dirfd and never outside it; escaping fails
- * with EXDEV. The walk is the fallback where openat2 is missing. */
-int local__open_beneath(int dirfd, const char *path, int flags, mode_t mode);
-int local__open_by_components(int dirfd, const char *path, int flags,
-			      mode_t mode);
 
 /* box.c */
 int local__valid_id(const char *id);
