@@ -58,6 +58,10 @@ typedef struct sr__run_opts {
 	int network;             /* SR_NET_OPEN or SR_NET_OFF */
 	int enforcement_strict;
 	int ask_policy;          /* enum sr__ask_policy */
+	/* The caller asked for asks (the API's permission_mode "ask"): a
+	 * harness that never asks (its description's asks_permission false)
+	 * is refused. The default, SR_ASK_WAIT, is not asked for. */
+	int ask_required;
 	uint64_t acp_timeout_ms; /* initialize and session setup; 0: 120 s */
 	/* sandrund's warm pool: a clean turn's sandbox stays running there,
 	 * and the session's next turn takes it without a provider call. NULL

@@ -172,6 +172,36 @@ static const char *first_harness(const sr__ctx *ctx, char *buf, size_t n)
 	return buf;
 }
 
+/* Whether creds (the caller's model.credentials) names a variable the
+ * harness (desc, name) does not take; msg then says which and what it
+ * takes. */
+static int unknown_credential(json_t *desc, const char *harness, json_t *creds, char *msg,
+			      size_t n)
+{
+	json_t *takes = json_object_get(desc, "credential_env"), *v, *t;
+	const char *name;
+	size_t i, len;
+
+	json_object_foreach(creds, name, v) {
+		int found = 0;
+		json_array_foreach(takes, i, t)
+			if (json_is_string(t) && strcmp(json_string_value(t), name) == 0)
+				found = 1;
+		if (found)
+			continue;
+		len = (size_t)snprintf(msg, n, "model.credentials: harness '%s' takes no "
+				       "'%.100s'; it takes", harness, name);
+		json_array_foreach(takes, i, t)
+			if (len < n && json_is_string(t))
+				len += (size_t)snprintf(msg + len, n - len, "%s %s", i ? "," : "",
+							json_string_value(t));
+		if (!json_array_size(takes) && len < n)
+			snprintf(msg + len, n - len, " none");
+		return 1;
+	}
+	return 0;
+}
+
 static int refuse(sr__run *r, const char *code, const char *msg, int *exit_code)
 {
 	sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s}", "type", "run.failed", "code", code,
@@ -243,7 +273,7 @@ static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_c
 	const char *code, *state;
 	char msg[1024], hbuf[64] = "", err[600], unbound[1024];
 	const sr_credential *pc = NULL;
-	int rc, retryable, port_unbound = 0;
+	int rc, retryable, why, port_unbound = 0;
 
 	*out = NULL;
 	*exit_code = SR_RUN_EXIT_FAILED;
@@ -357,6 +387,24 @@ static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_c
 	}
 	if (o->n_mounts && plan_mounts(r, ctx, o, exit_code) != SR_OK)
 		return SR_EINVAL;
+	/* A credential the harness does not take would be dropped: the
+	 * caller meant something else (a typo, another harness's name). */
+	if (unknown_credential(r->desc, r->o.harness, o->credentials, msg, sizeof(msg))) {
+		refuse(r, "credential_unknown", msg, exit_code);
+		sr__run_free(r);
+		return SR_EINVAL;
+	}
+	/* Asks asked for, of an agent that never asks before its own tools
+	 * run: refused, not silently allowed. */
+	if (o->ask_required && json_is_false(json_object_get(r->desc, "asks_permission"))) {
+		snprintf(msg, sizeof(msg), "harness '%s' never asks for permission before its "
+			 "own tools run, so permission_mode 'ask' cannot be kept: give "
+			 "'approve_all' or 'deny_all' (platform tools with permission 'ask' "
+			 "are still asked), or use another harness", r->o.harness);
+		refuse(r, "permission_mode_unsupported", msg, exit_code);
+		sr__run_free(r);
+		return SR_EINVAL;
+	}
 	/* Credentials the provider keeps out of the sandbox: each binding's
 	 * host passes the exact host rule before anything is created. */
 	r->isolate = ctx->rc.credential_isolation != SR__ISOLATION_NONE &&
@@ -418,11 +466,13 @@ static int start(sr__ctx *ctx, const sr__run_opts *o, sr__run **out, int *exit_c
 			sr__run_free(r);
 			return SR_EINVAL;
 		}
-		if (sr__session_elsewhere_here(ctx, r->provider, rec, msg, sizeof(msg), &retryable)) {
+		if ((why = sr__session_elsewhere_here(ctx, r->provider, rec, msg, sizeof(msg),
+						      &retryable))) {
 			/* Not reconnected, so not declared gone: the session
 			 * stays for the runner that reaches its sandbox. */
 			sr__run_emit(r, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "type",
-						  "run.failed", "code", "session_elsewhere",
+						  "run.failed", "code",
+						  sr__session_elsewhere_code(why),
 						  "message", msg, "phase", "plan", "session",
 						  o->session, "retryable", retryable));
 			*exit_code = retryable ? SR_RUN_EXIT_RETRY : SR_RUN_EXIT_REFUSED;

@@ -224,8 +224,8 @@ int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
 	if (was && differ(was, provider)) {
 		snprintf(msg, n, "session '%s' has its sandbox on provider '%s', and this "
 			 "runner's provider is '%s': a runner configured with provider '%s' "
-			 "continues it", id, was, provider, was);
-		return 1;
+			 "continues it; nothing was deleted", id, was, provider, was);
+		return SR__SESSION_PROVIDER_CHANGED;
 	}
 	if (!json_is_object(home))
 		return 0; /* recorded before homes were */
@@ -238,9 +238,15 @@ int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
 			 its_place ? its_place : "", runner ? runner : "?",
 			 locality ? " at " : "", locality ? locality : "");
 		*retryable = 1;
-		return 1;
+		return SR__SESSION_ELSEWHERE;
 	}
 	return 0;
+}
+
+const char *sr__session_elsewhere_code(int why)
+{
+	return why == SR__SESSION_PROVIDER_CHANGED ? "session_provider_changed" :
+						     "session_elsewhere";
 }
 
 int sr__session_elsewhere_here(sr__ctx *ctx, sr__plugin *provider, const json_t *rec,

@@ -45,11 +45,17 @@ int sr__session_remove_async(uv_loop_t *loop, const char *state_dir, const char 
 json_t *sr__session_home(const char *runner, const char *locality);
 /* Whether this runner (its provider's name, whether it is SR_CAP_REMOTE,
  * its ops->locality, its runner id) reaches the sandbox of session record
- * rec: 0 when it does (or the record is older than "home"); 1 when it
- * lives elsewhere, with a message naming where in msg and *retryable set
- * when another runner may continue it (the owner, back or alive; not a
- * runner of another provider). Deciding nothing gone: a sandbox that
- * lives elsewhere is neither reconnected nor forgotten. */
+ * rec: 0 when it does (or the record is older than "home");
+ * SR__SESSION_PROVIDER_CHANGED when the record names another provider
+ * (the configuration's provider changed: no runner of this one continues
+ * it); SR__SESSION_ELSEWHERE when it lives with another runner, *retryable
+ * then set (the owner, back or alive, continues it). A message naming
+ * where in msg. Deciding nothing gone: such a sandbox is neither
+ * reconnected nor forgotten. */
+#define SR__SESSION_ELSEWHERE 1
+#define SR__SESSION_PROVIDER_CHANGED 2
+/* The API's and events' code for each ("session_elsewhere", ...). */
+const char *sr__session_elsewhere_code(int why);
 int sr__session_elsewhere(const json_t *rec, const char *provider, int remote,
 			  const char *locality, const char *runner, char *msg, size_t n,
 			  int *retryable);

@@ -743,13 +743,14 @@ static enum MHD_Result destroy_session(sr__svc *s, sr__api_req *q)
 	}
 	{
 		char msg[1024];
-		int retryable;
+		int retryable, why;
 		/* Its sandbox with a runner this one does not reach: nothing
 		 * here could destroy it, so nothing is forgotten. */
-		if (sr__session_elsewhere_here(s->ctx, p, rec, msg, sizeof(msg), &retryable)) {
+		if ((why = sr__session_elsewhere_here(s->ctx, p, rec, msg, sizeof(msg),
+						      &retryable))) {
 			json_decref(rec);
-			return send_error(s, q->conn, MHD_HTTP_CONFLICT, "session_elsewhere",
-					  "%s", msg);
+			return send_error(s, q->conn, MHD_HTTP_CONFLICT,
+					  sr__session_elsewhere_code(why), "%s", msg);
 		}
 	}
 	op = calloc(1, sizeof(*op));

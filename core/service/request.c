@@ -200,7 +200,9 @@ static int parse_fields(sr__svc_request *q, char *msg, size_t n)
 			q->ask_policy = SR_ASK_APPROVE;
 		else if (strcmp(p, "deny_all") == 0)
 			q->ask_policy = SR_ASK_DENY;
-		else if (strcmp(p, "ask") != 0)
+		else if (strcmp(p, "ask") == 0)
+			q->ask_explicit = 1;
+		else
 			BAD("'permission_mode' must be \"ask\", \"approve_all\" or \"deny_all\"");
 	}
 	return SR_OK;

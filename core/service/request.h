@@ -20,6 +20,7 @@ typedef struct sr__svc_request {
 	int network;              /* SR_NET_OPEN or SR_NET_OFF */
 	int enforcement_strict;
 	int ask_policy;           /* enum sr__ask_policy */
+	int ask_explicit;         /* permission_mode "ask" was given */
 	/* Strings borrowed from root, as sandrun run's --endpoint, --mount. */
 	const char *endpoints[8];
 	size_t n_endpoints;

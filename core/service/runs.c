@@ -319,6 +319,7 @@ int sr__svc_run_new(sr__svc *s, sr__svc_request *q, sr__svc_run **out,
 	o.network = sr->req.network;
 	o.enforcement_strict = sr->req.enforcement_strict;
 	o.ask_policy = sr->req.ask_policy;
+	o.ask_required = sr->req.ask_explicit;
 	memcpy(o.endpoints, sr->req.endpoints, sizeof(sr->req.endpoints));
 	o.n_endpoints = sr->req.n_endpoints;
 	memcpy(o.mounts, sr->req.mounts, sizeof(sr->req.mounts));

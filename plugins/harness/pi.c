@@ -31,7 +31,7 @@ static int p_describe(void *self, char **out)
 
 	return sr_harness_answer(json_pack(
 		"{s:o, s:[s, s], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}], s:[s], s:O, s:s, s:[s, s], "
-		"s:s}",
+		"s:s, s:b}",
 		"command", sr_harness_command(&p->h),
 		"credential_env", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
 		"credentials",
@@ -41,7 +41,10 @@ static int p_describe(void *self, char **out)
 		"env", p->h.extra_env,
 		"install_dir", p->h.install_dir,
 		"npm", npm[0], npm[1],
-		"node", node), out);
+		"node", node,
+		/* pi-acp 0.0.24 never asks; 0.0.34 asks only for its
+		 * extensions' dialogs, never before Pi's own tools run. */
+		"asks_permission", 0), out);
 }
 
 /* models.json's apiKey for the run's endpoint. Pi reads an environment

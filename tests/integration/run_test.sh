@@ -152,6 +152,17 @@ rc=$?
 grep_in "... with session_conflict" "$T/slow.out" '"code":"session_conflict"'
 "$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" get "$ses" >"$T/rec" 2>&1
 grep_in "the pointer is the winner's turn 2" "$T/rec" '"turn":2'
+# The configuration's provider changed (local to daytona): the session is
+# refused, naming the provider that continues it, and nothing is deleted.
+SANDRUN_RUNNER_PROVIDER=daytona SANDRUN_PROVIDER_DAYTONA_API_URL=http://127.0.0.1:9/api \
+	SANDRUN_PROVIDER_DAYTONA_API_KEY=k expect "another provider: the turn is refused (exit 5)" 5 \
+	"$S" run --json --session "$ses" ok
+grep_in "... as session_provider_changed" "$T/out" '"code":"session_provider_changed".*provider .local.'
+"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" get "$ses" >"$T/rec" 2>&1
+grep_in "... and the session is kept" "$T/rec" '"turn":2'
+SANDRUN_HARNESS_CLAUDE_ENV=FAKE_ACP_MODE=prompt expect "... which local continues" 0 \
+	"$S" run --json --session "$ses" ok
+grep_in "... as turn 3" "$T/out" '"type":"run.started".*"turn":3'
 # Endpoints: a runner-side service reaches the agent as an environment
 # variable, at the URL the sandbox reaches it by; one the sandbox cannot
 # reach fails the run, naming why; one not configured is refused first.

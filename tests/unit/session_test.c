@@ -399,11 +399,15 @@ Test(session, a_sandbox_of_another_runner_or_provider_is_elsewhere)
 					   sizeof(msg), &retry), 1);
 	/* Another provider: not a runner of this configuration's. */
 	cr_assert_eq(sr__session_elsewhere(r, "daytona", 1, NULL, "r-a", msg, sizeof(msg),
-					   &retry), 1);
+					   &retry), SR__SESSION_PROVIDER_CHANGED);
 	cr_assert_eq(retry, 0);
 	cr_assert(strstr(msg, "provider 'local'"), "%s", msg);
+	cr_assert_str_eq(sr__session_elsewhere_code(SR__SESSION_PROVIDER_CHANGED),
+			 "session_provider_changed");
+	cr_assert_str_eq(sr__session_elsewhere_code(SR__SESSION_ELSEWHERE), "session_elsewhere");
 	cr_assert_eq(sr__session_elsewhere(old, "daytona", 1, NULL, "r-a", msg, sizeof(msg),
-					   &retry), 1, "also for a record without a home");
+					   &retry), SR__SESSION_PROVIDER_CHANGED,
+		     "also for a record without a home");
 	/* A remote provider's sandboxes: any runner of its configuration. */
 	json_object_set_new(r, "provider", json_string("daytona"));
 	json_object_set_new(r, "home", sr__session_home("r-a", NULL));
