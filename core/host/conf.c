@@ -47,11 +47,25 @@ static const char *const secrets_keys[] = { "allow_hosts", NULL };
 
 static const char *const store_keys[] = { "url", NULL };
 
+static const char *const janitor_keys[] = { "interval", "program", "grace", NULL };
+
 static const char *const service_keys[] = {
 	"listen", "tokens_file", "max_body", "max_runs", "event_buffer", "runs_kept",
 	"drain_timeout", "warm_live", "max_warm", "warm_ttl", "lease_ttl", "model_hosts",
 	"max_client_connections", "header_timeout", NULL
 };
+
+/* A duration as sandrun janitor --grace takes it: digits, then s, m, h or
+ * d or nothing (seconds). */
+static int duration_ok(const char *v)
+{
+	size_t digits = strspn(v, "0123456789");
+	const char *unit = v + digits;
+
+	return digits >= 1 && digits <= 10 &&
+	       (!*unit || ((*unit == 's' || *unit == 'm' || *unit == 'h' || *unit == 'd') &&
+			   !unit[1]));
+}
 
 int sr__runner_id_valid(const char *id)
 {
@@ -82,6 +96,11 @@ void sr__config_free(sr__config *c)
 const char *sr__config_path(const sr__config *c)
 {
 	return c->path ? c->path : "(built-in defaults)";
+}
+
+const char *sr__config_file(const sr__config *c)
+{
+	return c->path;
 }
 
 static struct entry *find(const sr__config *c, const char *section,
@@ -717,6 +736,25 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 				"a whole number from 1 to 100000");
 		sc->max_client_connections = (unsigned)n;
 	}
+	sr__config_warn_unknown(c, "janitor", janitor_keys);
+	v = sr__config_get(c, "janitor", "interval");
+	sc->janitor_interval_s = 600;
+	if (v) {
+		if (!parse_count(v, 0, 0, 604800, &n) || (n > 0 && n < 10))
+			return sr__config_invalid(c, "janitor", "interval",
+				"a whole number of seconds from 10 to 604800, or 0 (no sweeps)");
+		sc->janitor_interval_s = (unsigned)n;
+	}
+	sc->janitor_program = sr__config_get(c, "janitor", "program");
+	if (sc->janitor_program && sc->janitor_program[0] != '/')
+		return sr__config_invalid(c, "janitor", "program",
+			"the absolute file name of the sandrun command");
+	if (!sc->janitor_program)
+		sc->janitor_program = SR_BINDIR "/sandrun";
+	sc->janitor_grace = sr__config_get(c, "janitor", "grace");
+	if (sc->janitor_grace && !duration_ok(sc->janitor_grace))
+		return sr__config_invalid(c, "janitor", "grace",
+			"a duration such as 90s, 30m, 2h or 1d (how old a leftover must be)");
 	v = sr__config_get(c, "service", "header_timeout");
 	sc->header_timeout_s = 10;
 	if (v) {

@@ -16,6 +16,8 @@ void sr__config_free(sr__config *c);
  * SR_EINVAL after one log line naming file, line, key and value. */
 int sr__config_load(sr__config *c, const char *path);
 const char *sr__config_path(const sr__config *c);
+/* The file read, or NULL (built-in defaults). */
+const char *sr__config_file(const sr__config *c);
 
 /* The value of section/key: the environment override when set, else the
  * file's, else NULL. Borrowed. */
@@ -97,6 +99,13 @@ typedef struct sr__service_conf {
 					  * address (TCP); default 256 */
 	unsigned header_timeout_s; /* a request's headers must all come
 				    * within it; default 10 */
+	unsigned janitor_interval_s; /* [janitor] interval: sandrund sweeps
+				      * what no run or session holds; 0: no;
+				      * default 600 */
+	const char *janitor_program; /* [janitor] program: the sandrun command
+				      * it runs; default BINDIR/sandrun */
+	const char *janitor_grace;   /* [janitor] grace: its --grace, or NULL
+				      * (the command's default, 2h) */
 	const char *model_hosts; /* hosts (HOST or HOST:PORT, comma-separated)
 				  * a request's model.url may name without
 				  * credentials of its own; "" none */

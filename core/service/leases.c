@@ -147,6 +147,30 @@ int sr__svc_lease_take(sr__svc *s, const char *session,
 	return SR_OK;
 }
 
+/* A lease of the service's own work (key: "janitor"), held by OWNER/what
+ * so that no heartbeat releases it, for ttl_ms and then left to expire:
+ * among replicas on one database, the one that takes it does the work,
+ * once per ttl. */
+int sr__svc_lease_take_work(sr__svc *s, const char *key, const char *what, int64_t ttl_ms,
+			    void (*done)(void *ud, int rc, const char *holder), void *ud)
+{
+	lease_op *op = s->leases_closing ? NULL : op_new(s);
+
+	if (!op)
+		return SR_ENOMEM;
+	snprintf(op->session, sizeof(op->session), "%s", key);
+	snprintf(op->owner, sizeof(op->owner), "%s/%s", s->owner, what);
+	op->ttl = ttl_ms;
+	op->done = done;
+	op->ud = ud;
+	if (uv_queue_work(s->ctx->loop, &op->work, take_work, take_done) != 0) {
+		op_free(op);
+		return SR_EIO;
+	}
+	s->lease_ops++;
+	return SR_OK;
+}
+
 /* ------------------------------------------------------------- heartbeat */
 
 static void add(json_t *list, const char *session, int busy, int pending)

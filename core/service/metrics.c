@@ -254,6 +254,15 @@ char *sr__metrics_text(const sr__svc_metrics *m, json_t *runs_by_state,
 		    esc(m->http[i].name, e, sizeof(e)), (unsigned long long)m->http[i].n);
 	head(&b, "sandrun_events_total", "counter", "Events the runs emitted.");
 	put(&b, "sandrun_events_total %llu\n", (unsigned long long)m->events);
+	head(&b, "sandrun_janitor_sweeps_total", "counter",
+	     "Sweeps of the janitor ([janitor] interval) this service ran.");
+	put(&b, "sandrun_janitor_sweeps_total %llu\n", (unsigned long long)m->janitor_sweeps);
+	head(&b, "sandrun_janitor_removed_total", "counter",
+	     "What its sweeps removed (sandboxes, secrets, leases, enrolments).");
+	put(&b, "sandrun_janitor_removed_total %llu\n", (unsigned long long)m->janitor_removed);
+	head(&b, "sandrun_janitor_failed_total", "counter",
+	     "What its sweeps could not remove (each tried again at the next).");
+	put(&b, "sandrun_janitor_failed_total %llu\n", (unsigned long long)m->janitor_failed);
 	if (b.failed) {
 		free(b.s);
 		return NULL;

@@ -35,6 +35,7 @@ typedef struct sr__svc_metrics {
 	uint64_t events;
 	uint64_t rejected_busy;                    /* 429s */
 	unsigned warm_running, warm_stopped;       /* the pool, when scraped */
+	uint64_t janitor_sweeps, janitor_removed, janitor_failed; /* janitor.c */
 } sr__svc_metrics;
 
 /* Count one event of a run (borrowed). */

@@ -100,6 +100,9 @@ int sr__svc_start(sr__ctx *ctx, const sr__service_conf *conf,
 	/* At once: the sessions of the sandboxes just adopted are this
 	 * service's before another one starting looks. */
 	sr__svc_leases_kick(s);
+	if (sr__svc_janitor_start(s) != SR_OK)
+		sr__log(SR_LOG_ERROR, "service", "the janitor cannot start (out of memory): "
+			"run sandrun janitor instead");
 	*out = s;
 	return SR_OK;
 fail:
@@ -136,7 +139,7 @@ void sr__svc_check_drained(sr__svc *s)
 	unsigned running, stopped;
 
 	if (!s->draining || !s->drained || s->active || s->streams ||
-	    json_object_size(s->deleting) || s->lease_ops)
+	    json_object_size(s->deleting) || s->lease_ops || sr__svc_janitor_busy(s))
 		return;
 	/* No run left: the warm sandboxes are parked stopped. */
 	if (!s->pool_closing) {
@@ -169,6 +172,7 @@ void sr__svc_shutdown(sr__svc *s, void (*cancelling)(void *ud),
 	s->cancelling = cancelling;
 	s->drained = drained;
 	s->drained_ud = ud;
+	sr__svc_janitor_stop(s);
 	sr__httpd_quiesce(s->httpd);
 	if (s->active && s->conf.drain_timeout_s) {
 		sr__log(SR_LOG_INFO, "service", "stopping: no new runs; %u going on may finish "
@@ -262,6 +266,7 @@ void sr__svc_free(sr__svc *s)
 		sr__svc_runs_free(s);
 	if (s->log)
 		s->log->ops->free(s->log);
+	sr__svc_janitor_free(s);
 	sr__svc_leases_close(s);
 	sr__tokens_free(s->tokens);
 	json_decref(s->deleting);

@@ -54,6 +54,7 @@ struct sr__svc {
 	unsigned lease_ops;      /* calls on the thread pool (the drain waits) */
 	int leases_closing;      /* no call starts any more */
 	struct sr__db *lease_db; /* the leases' connection (thread pool) */
+	struct sr__janitor *janitor; /* janitor.c: the periodic sweep, or NULL */
 };
 
 struct sr__svc_run {
@@ -116,6 +117,11 @@ void sr__svc_leases_init(sr__svc *s);
 int sr__svc_lease_take(sr__svc *s, const char *session,
 		       void (*done)(void *ud, int rc, const char *holder), void *ud);
 void sr__svc_lease_settled(sr__svc *s, const char *session);
+/* A lease on work of the service's (not a session) for ttl_ms, held by
+ * "OWNER/what" (no heartbeat releases it): done with SR_OK when this
+ * service took it, SR_ESTATE (and who holds it) when another did. */
+int sr__svc_lease_take_work(sr__svc *s, const char *key, const char *what, int64_t ttl_ms,
+			    void (*done)(void *ud, int rc, const char *holder), void *ud);
 /* Renew the leases now (a turn ended: its session is released, or kept
  * while warm). */
 void sr__svc_leases_kick(sr__svc *s);
@@ -126,5 +132,13 @@ void sr__svc_leases_close(sr__svc *s);
 
 /* service.c: a stream ended, a run finished: drained yet? */
 void sr__svc_check_drained(sr__svc *s);
+
+/* janitor.c: the periodic sweep ([janitor] interval; nothing when 0).
+ * stop kills a sweep going on; busy: one is (the drain waits for it). */
+typedef struct sr__janitor sr__janitor;
+int sr__svc_janitor_start(sr__svc *s);
+int sr__svc_janitor_busy(sr__svc *s);
+void sr__svc_janitor_stop(sr__svc *s);
+void sr__svc_janitor_free(sr__svc *s);
 
 #endif

@@ -66,6 +66,46 @@ expect "sandbox destroy" 0 "$S" sandbox destroy "$hand"
 expect "list at the end" 0 "$S" sandbox list --json
 grep_in "nothing of this runner left" "$T/out" '^\[\]$'
 
+# sandrund sweeps by itself ([janitor] interval; its first sweep a few
+# seconds after the start), one replica at a time: the other, on the same
+# store, finds the interval's lease taken and sweeps nothing.
+expect "a sandbox left by exec --keep, for sandrund" 0 "$S" exec --keep -- true
+left=$(sed -n 's/.*kept sandbox \(.*\)/\1/p' "$T/err")
+expect "a turn, whose session points at its sandbox" 0 "$S" run --json go
+box=$(grep run.finished "$T/out" | sed -n 's/.*"sandbox":"\([^"]*\)".*/\1/p')
+svc() { # svc NAME: sandrund on a Unix socket $T/NAME.sock, its log $T/NAME.log
+	SANDRUN_SERVICE_LISTEN="unix:$T/$1.sock" SANDRUN_JANITOR_INTERVAL=10 \
+		SANDRUN_JANITOR_GRACE=0s SANDRUN_JANITOR_PROGRAM="$S" \
+		"$SANDRUN_BUILDDIR/sandrund" >"$T/$1.log" 2>&1 &
+}
+metric() { # metric NAME SERVICE: its value in SERVICE's /metrics
+	curl -s --unix-socket "$T/$2.sock" http://x/metrics | sed -n "s/^$1 //p"
+}
+svc ja
+ja=$!
+wait_grep "$T/ja.log" "listening on"
+svc jb
+jb=$!
+wait_grep "$T/jb.log" "listening on"
+wait_grep "$T/ja.log" "janitor: .*sweep: removed" || wait_grep "$T/jb.log" "janitor: .*sweep: removed"
+sweeper=ja other=jb
+grep -q "sweep: removed" "$T/ja.log" || { sweeper=jb other=ja; }
+grep_in "sandrund's janitor removed exec's leftover" "$T/$sweeper.log" "janitor: .*sweep: removed 1"
+expect "list after sandrund's sweep" 0 "$S" sandbox list --json
+! grep -q "$left" "$T/out" && grep -q "$box" "$T/out" &&
+	ok "... exactly it (the session's sandbox kept)" || fail "... exactly it (the session's sandbox kept)"
+[ "$(metric sandrun_janitor_removed_total "$sweeper")/$(metric sandrun_janitor_sweeps_total "$sweeper")" = 1/1 ] &&
+	ok "/metrics counts the sweep and what it removed" ||
+	fail "/metrics counts the sweep and what it removed ($(metric sandrun_janitor_removed_total "$sweeper")/$(metric sandrun_janitor_sweeps_total "$sweeper"))"
+sleep 6 # the other's first sweep came, and found the lease taken
+[ "$(metric sandrun_janitor_sweeps_total "$other")" = 0 ] &&
+	ok "the other replica swept nothing in that interval" ||
+	fail "the other replica swept nothing in that interval ($(metric sandrun_janitor_sweeps_total "$other"))"
+kill -TERM "$ja" "$jb"
+wait "$ja" "$jb"
+SANDRUN_JANITOR_INTERVAL=5 expect "[janitor] interval below 10 s: refused" 3 "$SANDRUN_BUILDDIR/sandrund"
+grep_in "... naming the key" "$T/err" "interval"
+
 expect "a bad grace is a usage error" 2 "$S" janitor --grace 5x
 grep_in "said what a duration is" "$T/err" "expected a duration such as 90s"
 expect "an argument is a usage error" 2 "$S" janitor now
