@@ -38,8 +38,7 @@
 
 #include "daytona.h"
 
-#define RETRY_MAX 10          /* background retries of one lease per process */
-#define RETRY_CAP_S 300
+#define RETRY_CAP_S 300       /* the backoff between two retries, at most */
 
 typedef struct dy_cred {
 	char *binding;   /* env name, or "<mcp server>/<header>" */
@@ -804,13 +803,14 @@ static void retry_fire(dy_op *op, const dy_resp *unused)
 }
 
 /* Try the cleanup of the lease at key again after a backoff (2 s doubling,
- * at most 5 min), unless this process already waits to, or tried enough. */
+ * at most 5 min), unless this process already waits to: for as long as
+ * the lease lives (its secrets hold live keys) and the process runs. */
 static void retry_later(dy *d, const char *key, json_int_t attempts)
 {
 	uint64_t s = 1;
 	dy_op *op;
 
-	if (d->closing || attempts > RETRY_MAX)
+	if (d->closing)
 		return;
 	for (op = d->ops; op; op = op->next_op) {
 		const char *k = op->kind == DY_RETRY && op->timer && op->sec ?
