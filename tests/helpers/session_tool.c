@@ -5,6 +5,7 @@
  *   session_tool STATE_DIR put ID FILE   write FILE's record (its turn: the
  *                                        next after the stored one, or 1)
  *   session_tool STATE_DIR lease ID      who holds its lease (exit 1: none)
+ *   session_tool STATE_DIR warm ID       who keeps its sandbox warm (exit 1: none)
  *   session_tool STATE_DIR kv NS         a plugin's key-value records, one
  *                                        "KEY VALUE" line each (NS: its
  *                                        section, provider.daytona)
@@ -25,14 +26,14 @@
 /* The area kv lists. */
 static const char *ns_dumped;
 
-static int lease(const char *state, const char *id)
+/* The first row of a one-row, two-column query on session id, printed. */
+static int row(const char *state, const char *query, const char *id)
 {
 	sr__db *db = sr__db_open(state);
 	sr__db_rows *r = NULL;
 	int rc = SR_EIO;
 
-	if (db && sr__db_exec(db, &r, "SELECT owner, busy FROM leases WHERE session = $1", "t",
-			      id) >= 0) {
+	if (db && sr__db_exec(db, &r, query, "t", id) >= 0) {
 		rc = SR_ENOTFOUND;
 		if (sr__db_nrows(r)) {
 			printf("%s %s\n", sr__db_text(r, 0, 0), sr__db_int(r, 0, 1) ? "busy" : "warm");
@@ -60,7 +61,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 4 || (strcmp(argv[2], "put") == 0 && argc != 5)) {
-		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put|lease|kv ID [FILE]\n");
+		fprintf(stderr, "usage: session_tool STATE_DIR get|rm|put|lease|warm|kv ID [FILE]\n");
 		return 2;
 	}
 	sr__db_use(getenv("SANDRUN_STORE_URL"));
@@ -71,7 +72,9 @@ int main(int argc, char **argv)
 			putchar('\n');
 		}
 	} else if (strcmp(argv[2], "lease") == 0) {
-		rc = lease(argv[1], argv[3]);
+		rc = row(argv[1], "SELECT owner, busy FROM leases WHERE session = $1", argv[3]);
+	} else if (strcmp(argv[2], "warm") == 0) {
+		rc = row(argv[1], "SELECT owner, running FROM warm WHERE session = $1", argv[3]);
 	} else if (strcmp(argv[2], "kv") == 0) {
 		ns_dumped = argv[3];
 		rc = sr__kv_list(argv[1], argv[3], dump_one, argv[1]);

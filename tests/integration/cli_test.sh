@@ -5,7 +5,7 @@
 S=$SANDRUN_BIN
 
 expect "--version exits 0" 0 "$S" --version
-grep_in "--version names the ABI" "$T/out" "plugin ABI 2.5"
+grep_in "--version names the ABI" "$T/out" "plugin ABI 2.6"
 expect "--help exits 0" 0 "$S" --help
 grep_in "--help lists doctor" "$T/out" "doctor"
 expect "no command is a usage error" 2 "$S"
@@ -21,12 +21,12 @@ grep_in "its path" "$T/out" '"path": ".*local.la"'
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "plugins with broken ones" 0 "$S" plugins --json
 grep_in "next major rejected with both versions" "$T/out" \
-	'declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 5)'
+	'declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 6)'
 grep_in "missing entry symbol rejected" "$T/out" "no entry symbol"
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "doctor warns on rejected plugins" 0 "$S" doctor
 grep_in "one line names file, major and the core's" "$T/out" \
-	"bad_major.la: declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 5)"
+	"bad_major.la: declares ABI 3.0; this sandrun accepts ABI major 2 (minor 0 to 6)"
 SANDRUN_PLUGIN_PATH="$SANDRUN_PLUGIN_PATH:$SANDRUN_TEST_PLUGINS" \
 	expect "other commands log each rejection once" 0 "$S" sandbox create
 test "$(grep -c 'bad_major.la: rejected: declares ABI 3.0' "$T/err")" -eq 1 &&

@@ -227,7 +227,12 @@ elsewhere() {
 	events "$RUN"
 	grep_in "... in its own sandbox" "$T/ev" '"how":"reconnected"\|"how":"warm"'
 	# Kept warm by A, which is killed; B restarts meanwhile (and finds
-	# the dead service's warm record), then takes the next turn.
+	# the dead service's warm record), then takes the next turn. (The
+	# record is written after the turn's end: waited for.)
+	for _ in $(seq 100); do
+		"$SANDRUN_SESSION_TOOL" "$SANDRUN_RUNNER_STATE_DIR" warm "$SES" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
 	kill -9 "$A_PID"
 	wait "$A_PID" 2>/dev/null
 	kill -TERM "$B_PID"
@@ -303,7 +308,8 @@ expect "sandrund --help" 0 "$D" --help
 
 start_svc svc SANDRUN_SERVICE_LISTEN=127.0.0.1:0 SANDRUN_SERVICE_TOKENS_FILE="$T/tokens" \
 	SANDRUN_SERVICE_MAX_RUNS=3 SANDRUN_SERVICE_EVENT_BUFFER=32 SANDRUN_SERVICE_MAX_BODY=4K \
-	SANDRUN_SERVICE_DRAIN_TIMEOUT=1
+	SANDRUN_SERVICE_DRAIN_TIMEOUT=1 SANDRUN_RUNNER_HARNESSES=claude,pi \
+	SANDRUN_HARNESS_PI_COMMAND="$SANDRUN_SRCDIR/tests/emulators/fake_acp.mjs"
 MAIN_PID=$SVC_PID
 MAIN_URL=$URL
 case "$URL" in http://127.0.0.1:*) ok "listening on $URL" ;; *) fail "no URL in the log"; cat "$T/svc.log"; finish; exit 1 ;; esac
@@ -398,6 +404,18 @@ grep_in "  saying why" "$T/body" '"code":"model_url_refused".*\[service\] model_
 api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"local"}}}'
 code "a credential too short to be a secret: 400" 400
 grep_in "  saying why" "$T/body" "'model.credentials.ANTHROPIC_API_KEY' is too short or too common to be a secret"
+api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"sk-a-real-key-1","ANTHROPC_API_KEY":"sk-a-typo-key-2"}}}'
+grep_in "a credential the harness does not take: refused" "$T/body" \
+	'"type":"run.failed","code":"credential_unknown".*harness .claude. takes no .ANTHROPC_API_KEY.; it takes ANTHROPIC_API_KEY'
+grep -q '"type":"sandbox.acquired"' "$T/body" && fail "... before any sandbox" || ok "... before any sandbox"
+api POST /v1/runs '{"prompt":"ok","harness":"pi","permission_mode":"ask"}'
+grep_in "permission_mode ask with pi, which never asks: refused" "$T/body" \
+	'"type":"run.failed","code":"permission_mode_unsupported".*harness .pi. never asks'
+api POST /v1/runs '{"prompt":"ok","harness":"pi","permission_mode":"approve_all","model":{"credentials":{"OPENAI_API_KEY":"sk-pi-key-0123"}}}'
+grep -q '"code":"permission_mode_unsupported"' "$T/body" &&
+	fail "... and with approve_all it is not refused so" || ok "... and with approve_all it is not refused so"
+PISES=$(sed -n '1s/.*"session":"\(ses-[0-9a-f]*\)".*/\1/p' "$T/body")
+[ -z "$PISES" ] || api DELETE "/v1/sessions/$PISES"
 api POST /v1/runs '{"prompt":"ok","model":{"credentials":{"ANTHROPIC_API_KEY":"sandboxsession"}}}'
 code "a plain word: 400" 400
 node -e 'const c={};for(let i=0;i<150;i++)c["K"+i]="v-"+String(i).padStart(6,"0");console.log(JSON.stringify({prompt:"ok",model:{credentials:c}}))' >"$T/many.json"

@@ -267,7 +267,7 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 	static const char *const spaces[] = { "--unshare-pid", "--unshare-ipc",
 					      "--unshare-uts", "--die-with-parent", NULL };
 	const char *state = lp->host->state_dir(lp->host);
-	size_t n = 0, room = 0;
+	size_t n = 0, room;
 	char *arena = NULL;
 
 	*mem = NULL;
@@ -276,10 +276,9 @@ size_t local__confine_args(local *lp, const char *dir, const char *cwd,
 		for (size_t i = 0; i < n_paths; i++)
 			if (paths[i] && paths[i][0] == '/')
 				room += reachable_room(paths[i]);
-		/* Without the room, the agent may not reach what is bound:
-		 * it fails then, saying so (permission denied). */
-		if ((*mem = arena = malloc(room + 1)) == NULL)
-			room = 0;
+		/* Without the room (NULL), the agent may not reach what is
+		 * bound: it fails then, saying so (permission denied). */
+		*mem = arena = malloc(room + 1);
 	}
 	argv[n++] = lp->bwrap;
 	for (const char *const *a = fixed; *a; a++)
