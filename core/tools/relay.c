@@ -452,7 +452,7 @@ static int publish_as(sr__relay *r, const char *id, json_t *response, int in_cla
 			strerror(*why));
 		return SR_EIO;
 	}
-	fd = openat(r->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	fd = sr__open_beneath(r->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, 0);
 	give(r, fd);
 	if (fd < 0) {
 		*why = errno;
@@ -1179,10 +1179,10 @@ static char *read_request(int dir_fd, const char *dir, const char *name, char *w
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = dir_fd >= 0 ? openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) :
+	fd = dir_fd >= 0 ? sr__open_beneath(dir_fd, name, O_RDONLY | O_NONBLOCK, 0, 0) :
 			   open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(why, n, errno == ELOOP ? "the request is a symbolic link" :
+		snprintf(why, n, errno == ELOOP || errno == EXDEV ? "the request is a symbolic link" :
 			 "cannot open the request: %s", strerror(errno));
 		return NULL;
 	}
