@@ -749,8 +749,6 @@ int sr__config_service(const sr__config *c, sr__service_conf *sc)
 	if (sc->janitor_program && sc->janitor_program[0] != '/')
 		return sr__config_invalid(c, "janitor", "program",
 			"the absolute file name of the sandrun command");
-	if (!sc->janitor_program)
-		sc->janitor_program = SR_BINDIR "/sandrun";
 	sc->janitor_grace = sr__config_get(c, "janitor", "grace");
 	if (sc->janitor_grace && !duration_ok(sc->janitor_grace))
 		return sr__config_invalid(c, "janitor", "grace",

@@ -103,7 +103,7 @@ typedef struct sr__service_conf {
 				      * what no run or session holds; 0: no;
 				      * default 600 */
 	const char *janitor_program; /* [janitor] program: the sandrun command
-				      * it runs; default BINDIR/sandrun */
+				      * it runs; NULL: the one beside sandrund */
 	const char *janitor_grace;   /* [janitor] grace: its --grace, or NULL
 				      * (the command's default, 2h) */
 	const char *model_hosts; /* hosts (HOST or HOST:PORT, comma-separated)

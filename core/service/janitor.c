@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 #include <jansson.h>
 
@@ -33,6 +34,7 @@ struct sr__janitor {
 			       * its two pipes: freed when none is left */
 	int taking;           /* the lease is being taken */
 	int stopping, freeing;
+	char program[4096];   /* [janitor] program, or the sandrun beside us */
 	int64_t status;       /* the sweep's exit */
 	int sig;
 	char line[LINE_MAX_BYTES], eline[LINE_MAX_BYTES];
@@ -70,9 +72,28 @@ static void lines(sr__janitor *j, char *buf, size_t *len, const char *data, size
 	}
 }
 
+/* A line of the sweep's log ("sandrun: COMPONENT: LEVEL: ..."), logged
+ * again at its own level (a line of another shape as a warning). */
 static void said(sr__janitor *j, const char *line)
 {
-	sr__log(SR_LOG_WARN, "janitor", "%s", line);
+	static const struct { const char *tag; int level; } levels[] = {
+		{ ": debug: ", SR_LOG_DEBUG }, { ": info: ", SR_LOG_INFO },
+		{ ": warn: ", SR_LOG_WARN }, { ": error: ", SR_LOG_ERROR },
+	};
+	const char *first = NULL;
+	int level = SR_LOG_WARN;
+
+	(void)j;
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		const char *at = strstr(line, levels[i].tag);
+		if (at && (!first || at < first)) {
+			first = at;
+			level = levels[i].level;
+		}
+	}
+	if (strncmp(line, "sandrun: ", 9) == 0)
+		line += 9;
+	sr__log(level, "janitor", "%s", line);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -170,7 +191,7 @@ static void sweep(sr__janitor *j)
 	uv_process_options_t o;
 	int rc;
 
-	args[a++] = (char *)s->conf.janitor_program;
+	args[a++] = j->program;
 	args[a++] = "janitor";
 	args[a++] = "--json";
 	if (s->conf.janitor_grace) {
@@ -228,7 +249,8 @@ static void on_lease(void *ud, int rc, const char *holder)
 	if (rc == SR_OK)
 		sweep(j);
 	else if (rc == SR_ESTATE)
-		sr__log(SR_LOG_DEBUG, "janitor", "this interval's sweep is %s's", holder);
+		sr__log(SR_LOG_DEBUG, "janitor", "no sweep here: the interval's lease is held "
+			"(%s)", holder);
 	else
 		sr__log(SR_LOG_WARN, "janitor", "no sweep: the store cannot be used (%s)",
 			sr__strerror(rc));
@@ -246,6 +268,30 @@ static void on_timer(uv_timer_t *t)
 		j->taking = 1;
 }
 
+/* [janitor] program, or the sandrun installed beside this sandrund (the
+ * build tree's beside the build tree's), or BINDIR's. */
+static void find_program(const sr__svc *s, char *out, size_t n)
+{
+	char self[4096];
+	ssize_t len;
+
+	if (s->conf.janitor_program) {
+		snprintf(out, n, "%s", s->conf.janitor_program);
+		return;
+	}
+	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (len > 0) {
+		self[len] = 0;
+		if (strrchr(self, '/')) {
+			*strrchr(self, '/') = 0;
+			snprintf(out, n, "%s/sandrun", self);
+			if (access(out, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(out, n, "%s", SR_BINDIR "/sandrun");
+}
+
 int sr__svc_janitor_start(sr__svc *s)
 {
 	sr__janitor *j;
@@ -256,6 +302,7 @@ int sr__svc_janitor_start(sr__svc *s)
 	if (!(j = calloc(1, sizeof(*j))))
 		return SR_ENOMEM;
 	j->svc = s;
+	find_program(s, j->program, sizeof(j->program));
 	uv_timer_init(s->ctx->loop, &j->timer);
 	j->timer.data = j;
 	j->open_handles = 1;

@@ -75,7 +75,7 @@ expect "a turn, whose session points at its sandbox" 0 "$S" run --json go
 box=$(grep run.finished "$T/out" | sed -n 's/.*"sandbox":"\([^"]*\)".*/\1/p')
 svc() { # svc NAME: sandrund on a Unix socket $T/NAME.sock, its log $T/NAME.log
 	SANDRUN_SERVICE_LISTEN="unix:$T/$1.sock" SANDRUN_JANITOR_INTERVAL=10 \
-		SANDRUN_JANITOR_GRACE=0s SANDRUN_JANITOR_PROGRAM="$S" \
+		SANDRUN_JANITOR_GRACE=0s \
 		"$SANDRUN_BUILDDIR/sandrund" >"$T/$1.log" 2>&1 &
 }
 metric() { # metric NAME SERVICE: its value in SERVICE's /metrics
