@@ -144,6 +144,23 @@ battery() {
 
 battery "$(id -un)" env
 if [ "$(id -u)" -eq 0 ]; then
+	# A sandbox made while its agent was uid 0 is given to agent_user at
+	# its reconnect: a walk of a tree the agent wrote, with its links.
+	r=$(SANDRUN_PROVIDER_LOCAL_AGENT_USER=root "$SANDRUN_BIN" sandbox create) ||
+		fail "root: a sandbox with agent_user = root"
+	SANDRUN_PROVIDER_LOCAL_AGENT_USER=root "$SANDRUN_BIN" sandbox exec "$r" -- sh -c \
+		"ln -s $T/host/file file-link && ln -s / root-link && mkdir d &&
+		 ln -s $T/host d/host-link" >/dev/null 2>&1 || fail "root: links planted for the walk"
+	"$SANDRUN_BIN" sandbox reconnect "$r" >/dev/null 2>&1 || fail "root: the reconnect that gives it"
+	[ "$(stat -c %u "$T/host/file")/$(stat -c %u "$T/host")/$(stat -c %u /etc/passwd)" = 0/0/0 ] &&
+		ok "root: giving a sandbox's tree to agent_user follows none of its links" ||
+		fail "root: giving a sandbox's tree to agent_user follows none of its links"
+	"$SANDRUN_BIN" sandbox exec "$r" -- sh -c 'touch d/written' >/dev/null 2>&1 &&
+		ok "root: (the tree was given: its agent writes it)" ||
+		fail "root: (the tree was given: its agent writes it)"
+	"$SANDRUN_BIN" sandbox destroy "$r" >/dev/null 2>&1
+fi
+if [ "$(id -u)" -eq 0 ]; then
 	command -v setpriv >/dev/null || missing "setpriv is not installed (util-linux)"
 	mkdir -p "$T/nobody/state"
 	chown -R nobody:nogroup "$T/nobody"
