@@ -570,7 +570,6 @@ head -n 1 "$T/ev" | grep -q '"seq":6' && [ "$(wc -l <"$T/ev")" -eq $((n - 5)) ] 
 	ok "after=5 starts at event 6" || fail "after=5 starts at event 6"
 
 # ------------------------------------------------------------ runs at once
-t0=$(date +%s%N)
 start_run '{"prompt":"slow:2000"}'
 A=$RUN
 start_run '{"prompt":"slow:2000"}'
@@ -581,14 +580,15 @@ api GET "/v1/runs/$B"
 sb=$(get "$T/body" state)
 [ "$sa/$sb" = running/running ] && ok "two runs at once" || fail "two runs at once ($sa/$sb)"
 wait_state "$A" finished && wait_state "$B" finished && ok "both end" || fail "both end"
-ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 api GET "/v1/runs/$A"
-da=$(get "$T/body" duration_ms)
+ca=$(get "$T/body" created_at) ea=$(get "$T/body" ended_at)
 api GET "/v1/runs/$B"
-db=$(get "$T/body" duration_ms)
-# One after the other, the two would take at least the sum of their times.
-[ "$ms" -lt $((da + db)) ] && ok "side by side ($ms ms for turns of $da and $db ms)" ||
-	fail "side by side ($ms ms for turns of $da and $db ms)"
+cb=$(get "$T/body" created_at) eb=$(get "$T/body" ended_at)
+# Side by side: each started before the other ended, by the service's own
+# clock (the test's, under load, counts its polling too).
+[ "$(expr "$cb" \< "$ea")/$(expr "$ca" \< "$eb")" = 1/1 ] &&
+	ok "side by side (A $ca to $ea, B $cb to $eb)" ||
+	fail "side by side (A $ca to $ea, B $cb to $eb)"
 events "$A"
 grep -q "$B" "$T/ev" && fail "no event of one run in the other's" || ok "no event of one run in the other's"
 grep -c '"text":"done slowly"' "$T/ev" | grep -qx 1 && ok "each its own turn" || fail "each its own turn"
